@@ -1,0 +1,61 @@
+/* gflow/ops.h — differentiable ops. One file per op in src/ops/, listed in ops.def.
+ *
+ * Forward functions take the context first, allocate their output in the step
+ * arena and record a tape node when a gradient is needed. Shapes are checked with
+ * GF_ASSERT (a mismatch is a bug in the model code, not user input).
+ * "rows" means all leading dimensions flattened; ops act on the last dimension.
+ */
+#ifndef GFLOW_OPS_H
+#define GFLOW_OPS_H
+
+#include "gflow/tape.h"
+
+typedef enum gf_op_family { GF_FAM_GEMM = 0, GF_FAM_PLUCKER, GF_FAM_ATTENTION, GF_FAM_ELEMWISE,
+                            GF_FAM_COUNT } gf_op_family;
+
+typedef enum gf_op_id {
+#define GF_OP(name, fam) GF_OP_##name,
+#include "ops/ops.def"
+#undef GF_OP
+    GF_OP_COUNT
+} gf_op_id;
+
+typedef struct gf_op_def {
+    const char *name;
+    gf_op_family family;
+    /* accumulate input gradients from n->out->grad */
+    void (*backward)(gf_ctx *ctx, gf_node *n);
+} gf_op_def;
+
+extern const gf_op_def *const gf_op_table[GF_OP_COUNT];
+const char *gf_op_family_name(gf_op_family f);
+
+/* y = x W^T + b. x (rows, IN), w (OUT, IN) PyTorch layout, b (OUT) or NULL -> (rows, OUT).
+ * The tied LM head is gf_linear(h, tok_emb, NULL). */
+gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
+/* a + b; b has a's shape or a's trailing shape (broadcast over leading rows). */
+gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+/* a * b elementwise, same broadcasting as gf_add. */
+gf_tensor *gf_mul(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+/* table (V, D), ids (n) int32 in [0, V) with shape ids_shape -> (ids_shape..., D). */
+gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
+                        const int64_t *ids_shape);
+/* LayerNorm over the last dim with gain/shift (D); eps inside the sqrt as PyTorch. */
+gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
+/* exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
+gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
+/* Fused softmax + cross-entropy. logits (N, V), targets (N) int32; targets equal to
+ * ignore_index are skipped. Returns the mean over the counted rows, shape (1);
+ * the sum of NLL (double) and the count are also stored for perplexity. */
+gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets,
+                            int32_t ignore_index, double *nll_sum, int64_t *n_counted);
+/* Inverted dropout with keep-probability 1-p; identity when !ctx->training or p == 0. */
+gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p);
+/* concatenate along the last dim: (rows, Da), (rows, Db) -> (rows, Da+Db) */
+gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+/* reductions of all elements to shape (1) */
+gf_tensor *gf_sum(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_mean(gf_ctx *ctx, gf_tensor *x);
+
+#endif

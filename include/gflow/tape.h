@@ -1,0 +1,79 @@
+/* gflow/tape.h — the step context: arena, tape of node records, grad mode.
+ *
+ * Every op appends a node {op, inputs, output, saved, params} to the tape when
+ * any input needs a gradient and grad mode is on; gf_tape_backward() walks the
+ * nodes in reverse. Conventions:
+ *  - backward functions ACCUMULATE (+=) into input gradients;
+ *  - an input's grad buffer is allocated (zeroed) in the arena the first time a
+ *    backward needs it; parameters' grads live in the parameter block;
+ *  - a node whose output received no gradient is skipped;
+ *  - nothing the tape saved is modified in place;
+ *  - with grad mode off (evaluation) nothing is recorded at all.
+ */
+#ifndef GFLOW_TAPE_H
+#define GFLOW_TAPE_H
+
+#include "gflow/arena.h"
+#include "gflow/error.h"
+#include "gflow/rng.h"
+#include "gflow/tensor.h"
+
+#define GF_NODE_MAX_IN 6
+
+typedef struct gf_node {
+    int32_t op;       /* GF_OP_* */
+    int32_t n_in;
+    gf_tensor *out;
+    gf_tensor *in[GF_NODE_MAX_IN];
+    void *saved;      /* op-specific buffer in the step arena */
+    void *aux;        /* op-specific pointer (e.g. int32 indices) */
+    int64_t ip[8];    /* op-specific integer parameters */
+    double fp[4];     /* op-specific real parameters */
+    struct gf_node *prev;
+} gf_node;
+
+/* Per-op-family timing, filled when ctx->profile is set (gflow bench). */
+typedef struct gf_profile {
+    double fwd_s[64];
+    double bwd_s[64];
+    int64_t calls[64];
+} gf_profile;
+
+typedef struct gf_ctx {
+    gf_arena arena;
+    gf_node *last;        /* most recent node; ->prev walks back */
+    int64_t n_nodes;
+    int grad_enabled;     /* 0: no-grad mode, nothing recorded */
+    int training;         /* dropout active */
+    gf_rng *rng;          /* dropout draws one key per op from here */
+    int profile;
+    gf_profile prof;
+} gf_ctx;
+
+void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng);
+/* Drop the tape and every activation; keeps the arena's memory for the next step. */
+void gf_ctx_reset(gf_ctx *ctx);
+void gf_ctx_free(gf_ctx *ctx);
+/* Set grad mode; returns the previous one so callers can restore it. */
+int gf_ctx_set_grad(gf_ctx *ctx, int enabled);
+
+/* New activation tensor in the arena (uninitialised data, no grad). */
+gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
+gf_tensor *gf_tensor_zeros(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
+/* Convenience: shape from arguments. */
+gf_tensor *gf_tensor_new2(gf_ctx *ctx, int64_t d0, int64_t d1);
+gf_tensor *gf_tensor_new3(gf_ctx *ctx, int64_t d0, int64_t d1, int64_t d2);
+/* Ensure t->grad exists (zeroed) and return it. */
+float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t);
+
+/* For op implementations: does an op on these inputs need a tape record?
+ * Sets GF_T_REQ_GRAD on `out` and returns the new node (or NULL: nothing recorded). */
+gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, gf_tensor *const *in);
+static inline int gf_needs_grad(const gf_tensor *t) { return t && (t->flags & GF_T_REQ_GRAD); }
+
+/* Backward from a scalar loss (d loss = 1). */
+void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss);
+/* Backward from any output with a given upstream gradient dout (same numel as out). */
+void gf_tape_backward_from(gf_ctx *ctx, gf_tensor *out, const float *dout);
+
+#endif

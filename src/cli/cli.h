@@ -1,0 +1,17 @@
+/* cli.h — subcommand entry points. Exit codes: 0 ok, 1 runtime error (message on
+ * stderr naming the file/line/key/tensor), 2 usage error. */
+#ifndef GF_CLI_H
+#define GF_CLI_H
+#include "gflow.h"
+#include <stdio.h>
+
+enum { GF_EXIT_OK = 0, GF_EXIT_ERROR = 1, GF_EXIT_USAGE = 2 };
+
+int gf_cmd_selftest(int argc, char **argv);
+
+/* print "gflow: <message>" for a failed status and return GF_EXIT_ERROR */
+static inline int gf_cli_fail(gf_status s) {
+    fprintf(stderr, "gflow: error (%s): %s\n", gf_status_name(s), gf_last_error());
+    return GF_EXIT_ERROR;
+}
+#endif

@@ -1,0 +1,30 @@
+/* main.c — `gflow <command> [args]`: dispatch to one file per subcommand. */
+#include "cli.h"
+#include <string.h>
+
+typedef struct { const char *name; int (*fn)(int, char **); const char *help; } gf_command;
+
+static const gf_command commands[] = {
+    {"selftest", gf_cmd_selftest, "train a tiny model on synthetic data end to end (core demo)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "gflow — training framework for Grassmann sequence models\n\n"
+               "usage: gflow <command> [options]   (gflow <command> --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nexit codes: 0 success, 1 runtime error (message names the file/line/key/tensor), 2 usage error\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? GF_EXIT_USAGE : GF_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) { printf("gflow 0.1.0\n"); return GF_EXIT_OK; }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "gflow: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return GF_EXIT_USAGE;
+}

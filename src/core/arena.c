@@ -1,0 +1,94 @@
+/* arena.c — chunked bump allocator; see gflow/arena.h. */
+#include "gflow/arena.h"
+#include "gflow/error.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define GF_ARENA_ALIGN 64
+
+static gf_arena_chunk *chunk_new(gf_arena *a, size_t cap) {
+    gf_arena_chunk *c = malloc(sizeof *c);
+    void *base = NULL;
+    if (!c || posix_memalign(&base, GF_ARENA_ALIGN, cap) != 0) {
+        free(c);
+        gf_abort(__FILE__, __LINE__, "out of memory: step arena needs another %zu bytes "
+                 "(%zu in use, high-water %zu)", cap, a->used, a->high_water);
+    }
+    c->next = NULL;
+    c->cap = cap;
+    c->used = 0;
+    c->base = base;
+    a->n_chunk_allocs++;
+    return c;
+}
+
+void gf_arena_init(gf_arena *a, size_t first_chunk_bytes) {
+    memset(a, 0, sizeof *a);
+    a->min_chunk = first_chunk_bytes < (1u << 20) ? (1u << 20) : first_chunk_bytes;
+    a->first = a->head = chunk_new(a, a->min_chunk);
+}
+
+void *gf_arena_alloc(gf_arena *a, size_t bytes) {
+    size_t need = (bytes + GF_ARENA_ALIGN - 1) & ~(size_t)(GF_ARENA_ALIGN - 1);
+    if (need == 0) need = GF_ARENA_ALIGN;
+    gf_arena_chunk *c = a->head;
+    if (c->used + need > c->cap) {
+        /* grow: at least double the capacity so far, so a step needs O(log) chunks */
+        size_t cap = gf_arena_capacity(a);
+        if (cap < a->min_chunk) cap = a->min_chunk;
+        if (cap < need) cap = need;
+        gf_arena_chunk *n = chunk_new(a, cap);
+        c->next = n;
+        a->head = c = n;
+    }
+    void *p = c->base + c->used;
+    c->used += need;
+    a->used += need;
+    if (a->used > a->high_water) a->high_water = a->used;
+    return p;
+}
+
+void *gf_arena_calloc(gf_arena *a, size_t bytes) {
+    void *p = gf_arena_alloc(a, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+float *gf_arena_floats(gf_arena *a, int64_t n) {
+    GF_ASSERT(n >= 0, "negative float count %lld", (long long)n);
+    return gf_arena_alloc(a, (size_t)n * sizeof(float));
+}
+
+size_t gf_arena_capacity(const gf_arena *a) {
+    size_t cap = 0;
+    for (const gf_arena_chunk *c = a->first; c; c = c->next) cap += c->cap;
+    return cap;
+}
+
+void gf_arena_reset(gf_arena *a) {
+    if (a->first->next) {
+        /* coalesce the chain into one chunk sized to the high-water mark */
+        size_t cap = a->high_water;
+        for (gf_arena_chunk *c = a->first; c;) {
+            gf_arena_chunk *n = c->next;
+            free(c->base);
+            free(c);
+            c = n;
+        }
+        a->first = a->head = chunk_new(a, cap < a->min_chunk ? a->min_chunk : cap);
+    }
+    a->first->used = 0;
+    a->head = a->first;
+    a->used = 0;
+    a->n_resets++;
+}
+
+void gf_arena_free(gf_arena *a) {
+    for (gf_arena_chunk *c = a->first; c;) {
+        gf_arena_chunk *n = c->next;
+        free(c->base);
+        free(c);
+        c = n;
+    }
+    memset(a, 0, sizeof *a);
+}

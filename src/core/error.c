@@ -1,0 +1,47 @@
+/* error.c — per-thread last-error message and the abort path; see gflow/error.h. */
+#include "gflow/error.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GF_ERRMSG_MAX 2048
+static _Thread_local char gf_errmsg[GF_ERRMSG_MAX];
+
+gf_status gf_error_set(gf_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gf_errmsg, sizeof gf_errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+gf_status gf_error_wrap(gf_status code, const char *fmt, ...) {
+    char prefix[GF_ERRMSG_MAX], old[GF_ERRMSG_MAX];
+    memcpy(old, gf_errmsg, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    snprintf(gf_errmsg, sizeof gf_errmsg, "%s%s", prefix, old);
+    return code;
+}
+
+const char *gf_last_error(void) { return gf_errmsg; }
+void gf_error_clear(void) { gf_errmsg[0] = 0; }
+
+const char *gf_status_name(gf_status s) {
+    static const char *names[GF_E_COUNT] = {
+        "ok", "invalid", "io", "parse", "corrupt", "not-found", "no-memory", "non-finite", "external"};
+    return (s >= 0 && s < GF_E_COUNT) ? names[s] : "unknown";
+}
+
+_Noreturn void gf_abort(const char *file, int line, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "gflow: internal error at %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}

@@ -1,0 +1,112 @@
+/* tape.c — node records in the step arena, walked in reverse; see gflow/tape.h. */
+#include "gflow/tape.h"
+#include "gflow/ops.h"
+#include "gflow/threads.h"
+#include <string.h>
+
+void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng) {
+    memset(ctx, 0, sizeof *ctx);
+    gf_arena_init(&ctx->arena, arena_bytes);
+    ctx->grad_enabled = 1;
+    ctx->training = 0;
+    ctx->rng = rng;
+}
+
+void gf_ctx_reset(gf_ctx *ctx) {
+    gf_arena_reset(&ctx->arena);
+    ctx->last = NULL;
+    ctx->n_nodes = 0;
+}
+
+void gf_ctx_free(gf_ctx *ctx) { gf_arena_free(&ctx->arena); }
+
+int gf_ctx_set_grad(gf_ctx *ctx, int enabled) {
+    int old = ctx->grad_enabled;
+    ctx->grad_enabled = enabled;
+    return old;
+}
+
+gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
+    GF_ASSERT(ndim >= 1 && ndim <= GF_MAX_DIMS, "bad ndim %d", ndim);
+    gf_tensor *t = gf_arena_alloc(&ctx->arena, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->ndim = ndim;
+    for (int32_t i = 0; i < ndim; i++) {
+        GF_ASSERT(shape[i] > 0, "tensor dim %d is %lld", i, (long long)shape[i]);
+        t->shape[i] = shape[i];
+    }
+    t->data = gf_arena_floats(&ctx->arena, gf_tensor_numel(t));
+    return t;
+}
+
+gf_tensor *gf_tensor_zeros(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
+    gf_tensor *t = gf_tensor_new(ctx, ndim, shape);
+    memset(t->data, 0, (size_t)gf_tensor_numel(t) * sizeof(float));
+    return t;
+}
+
+gf_tensor *gf_tensor_new2(gf_ctx *ctx, int64_t d0, int64_t d1) {
+    int64_t s[2] = {d0, d1};
+    return gf_tensor_new(ctx, 2, s);
+}
+
+gf_tensor *gf_tensor_new3(gf_ctx *ctx, int64_t d0, int64_t d1, int64_t d2) {
+    int64_t s[3] = {d0, d1, d2};
+    return gf_tensor_new(ctx, 3, s);
+}
+
+float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t) {
+    if (!t->grad) t->grad = gf_arena_calloc(&ctx->arena, (size_t)gf_tensor_numel(t) * sizeof(float));
+    return t->grad;
+}
+
+gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, gf_tensor *const *in) {
+    GF_ASSERT(n_in <= GF_NODE_MAX_IN, "op %d: %d inputs", op, n_in);
+    out->name = gf_op_table[op]->name;
+    if (!ctx->grad_enabled) return NULL;
+    int need = 0;
+    for (int32_t i = 0; i < n_in; i++) need |= gf_needs_grad(in[i]);
+    if (!need) return NULL; /* no input needs a gradient: nothing to record */
+    gf_node *n = gf_arena_alloc(&ctx->arena, sizeof *n);
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->n_in = n_in;
+    n->out = out;
+    for (int32_t i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->prev = ctx->last;
+    ctx->last = n;
+    ctx->n_nodes++;
+    out->flags |= GF_T_REQ_GRAD;
+    return n;
+}
+
+static void run_backward(gf_ctx *ctx) {
+    for (gf_node *n = ctx->last; n; n = n->prev) {
+        if (!n->out->grad) continue; /* no gradient reached this node's output */
+        /* parameters already point into the grad block; activations get zeroed buffers */
+        for (int32_t i = 0; i < n->n_in; i++)
+            if (gf_needs_grad(n->in[i])) gf_tensor_grad(ctx, n->in[i]);
+        const gf_op_def *def = gf_op_table[n->op];
+        if (ctx->profile) {
+            double t0 = gf_time_now();
+            def->backward(ctx, n);
+            ctx->prof.bwd_s[def->family] += gf_time_now() - t0;
+        } else {
+            def->backward(ctx, n);
+        }
+    }
+}
+
+void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss) {
+    GF_ASSERT(gf_tensor_numel(loss) == 1, "gf_tape_backward: loss has %lld elements",
+              (long long)gf_tensor_numel(loss));
+    gf_tensor_grad(ctx, loss)[0] += 1.0f;
+    run_backward(ctx);
+}
+
+void gf_tape_backward_from(gf_ctx *ctx, gf_tensor *out, const float *dout) {
+    float *g = gf_tensor_grad(ctx, out);
+    int64_t n = gf_tensor_numel(out);
+    for (int64_t i = 0; i < n; i++) g[i] += dout[i];
+    run_backward(ctx);
+}

@@ -1,0 +1,49 @@
+/* linear.c — y = x W^T + b through cblas_sgemm, PyTorch (OUT, IN) weight layout.
+ *
+ * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
+ * The tied LM head is this op with W = tok_emb (V, D) and no bias.
+ */
+#include "op_util.h"
+#include <cblas.h>
+
+/* backward, with G = dL/dY (N, OUT):
+ *   dX (N, IN)  += G · W          (sgemm NN)
+ *   dW (OUT, IN) += G^T · X       (sgemm TN)
+ *   db (OUT)    += sum_rows G
+ */
+static void linear_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    const float *G = n->out->grad; // (N, OUT)
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
+    if (gf_needs_grad(x))
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, G, OUT, w->data, IN,
+                    1.0f, x->grad, IN);
+    if (gf_needs_grad(w))
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, G, OUT, x->data, IN,
+                    1.0f, w->grad, IN);
+    if (gf_needs_grad(b)) gf_colsum_acc(ctx, b->grad, G, NULL, N, OUT);
+}
+
+gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
+    double t0 = gf_prof_begin(ctx);
+    GF_ASSERT(w->ndim == 2 && w->shape[1] == gf_tensor_cols(x),
+              "linear: x has %lld columns, weight %s is [%lld, %lld]", (long long)gf_tensor_cols(x),
+              w->name ? w->name : "?", (long long)w->shape[0], (long long)w->shape[1]);
+    GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "linear: bias shape mismatch");
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
+    gf_tensor *y = gf_tensor_like_cols(ctx, x, OUT); // (N, OUT)
+    float beta = 0.0f;
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < N; r++) memcpy(y->data + r * OUT, b->data, (size_t)OUT * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
+                beta, y->data, OUT);
+    gf_tensor *in[3] = {x, w, b};
+    gf_tape_record(ctx, GF_OP_linear, y, 3, in);
+    gf_prof_end(ctx, GF_FAM_GEMM, t0);
+    return y;
+}
+
+const gf_op_def gf_op_linear = {"linear", GF_FAM_GEMM, linear_backward};

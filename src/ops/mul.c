@@ -1,0 +1,29 @@
+/* mul.c — y = a ⊙ b, b of a's shape or of a's trailing shape (broadcast over rows). */
+#include "op_util.h"
+
+/* backward: da += dy ⊙ b ; db += sum over broadcast rows of dy ⊙ a */
+static void mul_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *a = n->in[0], *b = n->in[1];
+    const float *g = n->out->grad;
+    int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
+    if (gf_needs_grad(a)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < na; i++) a->grad[i] += g[i] * b->data[i % nb];
+    }
+    if (gf_needs_grad(b)) gf_colsum_acc(ctx, b->grad, g, a->data, na / nb, nb);
+}
+
+gf_tensor *gf_mul(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
+    double t0 = gf_prof_begin(ctx);
+    GF_ASSERT(gf_broadcastable(a, b), "mul: shapes do not broadcast");
+    int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
+    gf_tensor *y = gf_tensor_like(ctx, a);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < na; i++) y->data[i] = a->data[i] * b->data[i % nb];
+    gf_tensor *in[2] = {a, b};
+    gf_tape_record(ctx, GF_OP_mul, y, 2, in);
+    gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
+    return y;
+}
+
+const gf_op_def gf_op_mul = {"mul", GF_FAM_ELEMWISE, mul_backward};

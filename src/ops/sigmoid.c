@@ -1,0 +1,32 @@
+/* sigmoid.c — y = 1 / (1 + exp(-x)), evaluated without overflow for large |x|. */
+#include "op_util.h"
+#include <math.h>
+
+/* backward: dx += dy * y * (1 - y), using the saved output y */
+static void sigmoid_backward(gf_ctx *ctx, gf_node *n) {
+    (void)ctx;
+    gf_tensor *x = n->in[0];
+    const float *y = n->out->data, *g = n->out->grad;
+    int64_t N = gf_tensor_numel(x);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) x->grad[i] += g[i] * y[i] * (1.0f - y[i]);
+}
+
+gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
+    double t0 = gf_prof_begin(ctx);
+    gf_tensor *y = gf_tensor_like(ctx, x);
+    int64_t N = gf_tensor_numel(x);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) {
+        float v = x->data[i];
+        /* exp of a non-positive number only: no overflow */
+        if (v >= 0) y->data[i] = 1.0f / (1.0f + expf(-v));
+        else { float e = expf(v); y->data[i] = e / (1.0f + e); }
+    }
+    gf_tensor *in[1] = {x};
+    gf_tape_record(ctx, GF_OP_sigmoid, y, 1, in);
+    gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
+    return y;
+}
+
+const gf_op_def gf_op_sigmoid = {"sigmoid", GF_FAM_ELEMWISE, sigmoid_backward};

@@ -1,0 +1,34 @@
+/* gradcheck.h — finite-difference gradient checks for ops and small graphs.
+ *
+ * The probe loss is S = Σ out ⊙ r with a fixed random r (a plain Σ out cannot see
+ * softmax or layernorm errors), accumulated in double. The analytic gradient comes
+ * from gf_tape_backward_from(out, r); the numerical one from central differences
+ * (S(x+h) - S(x-h)) / 2h on each input element (or a strided sample of them).
+ * An element passes when |num - ana| <= atol + rtol * max(|num|, |ana|).
+ */
+#ifndef GF_GRADCHECK_H
+#define GF_GRADCHECK_H
+
+#include "gflow.h"
+
+/* Leaf tensor owned by the test (malloc'd data and grad), filled N(0, scale) from seed. */
+gf_tensor *gc_leaf(int32_t ndim, const int64_t *shape, uint64_t seed, float scale);
+void gc_leaf_free(gf_tensor *t);
+
+typedef gf_tensor *(*gc_build_fn)(gf_ctx *ctx, gf_tensor **in, void *user);
+
+typedef struct gc_opts {
+    double h;          /* finite-difference step (default 1e-2 for float32 forward) */
+    double atol, rtol; /* default 2e-3, 2e-2 */
+    int64_t max_elems; /* per input; 0 = all */
+    uint64_t seed;     /* for r */
+} gc_opts;
+
+/* Returns the number of mismatching elements (0 = pass) and reports them via
+ * gf_test_fail. Inputs whose flags lack GF_T_REQ_GRAD are not checked. */
+int gc_check(const char *what, gc_build_fn f, gf_tensor **in, int n_in, void *user, gc_opts o);
+
+/* max |a-b| and max relative error helpers for reference comparisons */
+double gc_max_abs_diff(const float *a, const float *b, int64_t n);
+
+#endif

@@ -1,0 +1,102 @@
+/* runner.c — gflow's single test runner; see gf_test.h.
+ * Prints one line per test and, last, exactly "N passed, M failed".
+ * Tests run in registration order sorted by (file, name) so output is stable. */
+#include "gf_test.h"
+#include "gflow/error.h"
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct { const char *suite, *name, *file; gf_test_fn fn; } test_entry;
+static test_entry tests[1024];
+static int n_tests;
+static int cur_failed, cur_skipped;
+static char skip_reason[512];
+static char tmpdir[512];
+
+void gf_test_register(const char *suite, const char *name, const char *file, gf_test_fn fn) {
+    if (n_tests < (int)(sizeof tests / sizeof tests[0]))
+        tests[n_tests++] = (test_entry){suite, name, file, fn};
+}
+
+void gf_test_fail(const char *file, int line, const char *fmt, ...) {
+    if (cur_failed < 20) { /* keep the log readable when a whole tensor mismatches */
+        fprintf(stdout, "    FAIL %s:%d: ", file, line);
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(stdout, fmt, ap);
+        va_end(ap);
+        fputc('\n', stdout);
+    }
+    cur_failed++;
+}
+
+void gf_test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(skip_reason, sizeof skip_reason, fmt, ap);
+    va_end(ap);
+    cur_skipped = 1;
+}
+
+int gf_test_failed_now(void) { return cur_failed; }
+
+const char *gf_test_tmpdir(void) {
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/gf_tests.XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) { perror("mkdtemp"); exit(2); }
+    }
+    return tmpdir;
+}
+
+static int cmp(const void *a, const void *b) {
+    const test_entry *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static void usage(void) {
+    printf("usage: gf_tests [--suite S] [--list] [NAME-SUBSTRING...]\n"
+           "  runs gflow's C tests; suites: unit grad golden data smoke slow (default: all but slow)\n");
+}
+
+int main(int argc, char **argv) {
+    const char *suite = NULL;
+    int list = 0, n_pat = 0;
+    const char *pats[64];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
+        else if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        else if (n_pat < 64) pats[n_pat++] = argv[i];
+    }
+    qsort(tests, (size_t)n_tests, sizeof tests[0], cmp);
+    int passed = 0, failed = 0, skipped = 0;
+    for (int i = 0; i < n_tests; i++) {
+        test_entry *t = &tests[i];
+        if (suite ? strcmp(t->suite, suite) != 0 : (!n_pat && !strcmp(t->suite, "slow"))) continue;
+        int match = n_pat == 0;
+        for (int p = 0; p < n_pat; p++) if (strstr(t->name, pats[p])) match = 1;
+        if (!match) continue;
+        if (list) { printf("%s/%s\n", t->suite, t->name); continue; }
+        cur_failed = 0;
+        cur_skipped = 0;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        gf_error_clear();
+        t->fn();
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
+        if (cur_failed) { failed++; printf("FAIL  %s/%s (%d checks failed, %.0f ms)\n", t->suite, t->name, cur_failed, ms); }
+        else if (cur_skipped) { skipped++; printf("SKIP  %s/%s: %s\n", t->suite, t->name, skip_reason); }
+        else { passed++; printf("ok    %s/%s (%.0f ms)\n", t->suite, t->name, ms); }
+        fflush(stdout);
+    }
+    if (list) return 0;
+    if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
