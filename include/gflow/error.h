@@ -11,6 +11,13 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#define GF_NORETURN [[noreturn]]
+#else
+#define GF_NORETURN _Noreturn
+#endif
+
 typedef enum gf_status {
     GF_OK = 0,
     GF_E_INVALID,   /* bad argument or value (recipe key, command line, shape) */
@@ -36,7 +43,7 @@ const char *gf_status_name(gf_status s);
 void gf_error_clear(void);
 
 /* Programmer errors only. Prints file:line and the message, then aborts. */
-_Noreturn void gf_abort(const char *file, int line, const char *fmt, ...)
+GF_NORETURN void gf_abort(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define GF_ASSERT(cond, ...) \
     do { if (!(cond)) gf_abort(__FILE__, __LINE__, __VA_ARGS__); } while (0)
@@ -44,5 +51,9 @@ _Noreturn void gf_abort(const char *file, int line, const char *fmt, ...)
 /* Propagate a non-OK status. */
 #define GF_TRY(expr) \
     do { gf_status gf_try_s_ = (expr); if (gf_try_s_ != GF_OK) return gf_try_s_; } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -57,5 +57,22 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 /* reductions of all elements to shape (1) */
 gf_tensor *gf_sum(gf_ctx *ctx, gf_tensor *x);
 gf_tensor *gf_mean(gf_ctx *ctx, gf_tensor *x);
+/* Multi-head scaled dot-product attention on a fused QKV tensor.
+ * qkv (B, L, 3D) with columns [q | k | v], head h uses columns h*Dh..(h+1)*Dh-1 of each block, Dh = D/H.
+ * causal=1: position t attends to s <= t. key_mask (B, L) uint8 or NULL: 0 = padding, never attended to
+ * (for bidirectional NLI encoders); it is copied, the caller may reuse its buffer. Scale 1/sqrt(Dh).
+ * No dropout on probabilities. Output (B, L, D) with heads concatenated in the same column order
+ * (ready for the output projection). A query row that sees no unpadded key outputs 0 and passes
+ * no gradient. */
+gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask);
+/* y = alpha ⊙ a + (1 - alpha) ⊙ b, all the same shape; alpha NULL -> the constant alpha_const. */
+gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const);
+/* Fused causal Grassmann mixing (see src/ops/plucker_mix.c for the math):
+ *   z (B, L, R) reduced vectors; for every position t and offset δ with t - δ >= 0 the Plücker
+ *   coordinates p = z_t ∧ z_{t-δ} over pairs i<j (row-major, P = R(R-1)/2), normalised
+ *   p / max(|p|, eps) when `normalize`; averaged over the valid offsets, then projected once:
+ *   g_t = W pbar_t + b, with W (D, P), b (D). Positions with no valid offset get g_t = 0. */
+gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
+                          int32_t n_offsets, float eps, int normalize);
 
 #endif

@@ -63,6 +63,9 @@ gf_tensor *gf_tensor_zeros(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
 /* Convenience: shape from arguments. */
 gf_tensor *gf_tensor_new2(gf_ctx *ctx, int64_t d0, int64_t d1);
 gf_tensor *gf_tensor_new3(gf_ctx *ctx, int64_t d0, int64_t d1, int64_t d2);
+/* A view of a parameter's first `rows` rows (e.g. positions 0..L-1 of the position table):
+ * shares data and the parameter's grad, so backward accumulates straight into the block. */
+gf_tensor *gf_param_rows_view(gf_ctx *ctx, gf_tensor *param, int64_t rows);
 /* Ensure t->grad exists (zeroed) and return it. */
 float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t);
 

@@ -22,7 +22,12 @@ gf_status gf_error_wrap(gf_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(gf_errmsg, sizeof gf_errmsg, "%s%s", prefix, old);
+    /* truncation is acceptable for a message: keep as much of the prefix and old text as fits */
+    size_t np = strnlen(prefix, sizeof gf_errmsg - 1);
+    memcpy(gf_errmsg, prefix, np);
+    size_t no = strnlen(old, sizeof gf_errmsg - 1 - np);
+    memcpy(gf_errmsg + np, old, no);
+    gf_errmsg[np + no] = 0;
     return code;
 }
 
@@ -35,7 +40,7 @@ const char *gf_status_name(gf_status s) {
     return (s >= 0 && s < GF_E_COUNT) ? names[s] : "unknown";
 }
 
-_Noreturn void gf_abort(const char *file, int line, const char *fmt, ...) {
+GF_NORETURN void gf_abort(const char *file, int line, const char *fmt, ...) {
     fflush(stdout);
     fprintf(stderr, "gflow: internal error at %s:%d: ", file, line);
     va_list ap;

@@ -55,6 +55,15 @@ gf_tensor *gf_tensor_new3(gf_ctx *ctx, int64_t d0, int64_t d1, int64_t d2) {
     return gf_tensor_new(ctx, 3, s);
 }
 
+gf_tensor *gf_param_rows_view(gf_ctx *ctx, gf_tensor *param, int64_t rows) {
+    GF_ASSERT(rows >= 1 && rows <= param->shape[0], "view of %lld rows of %s with %lld rows", (long long)rows,
+              param->name ? param->name : "?", (long long)param->shape[0]);
+    gf_tensor *v = gf_arena_alloc(&ctx->arena, sizeof *v);
+    *v = *param;
+    v->shape[0] = rows;
+    return v;
+}
+
 float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t) {
     if (!t->grad) t->grad = gf_arena_calloc(&ctx->arena, (size_t)gf_tensor_numel(t) * sizeof(float));
     return t->grad;

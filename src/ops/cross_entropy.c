@@ -14,7 +14,7 @@ static void cross_entropy_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *lg = n->in[0];
     const int32_t *tg = n->aux;
     const float *lse = n->saved;
-    int64_t N = lg->shape[0], V = lg->shape[1], cnt = n->ip[0];
+    int64_t N = gf_tensor_rows(lg), V = gf_tensor_cols(lg), cnt = n->ip[0];
     int32_t ignore = (int32_t)n->ip[1];
     if (cnt == 0) return;
     float scale = n->out->grad[0] / (float)cnt;
@@ -31,8 +31,7 @@ static void cross_entropy_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets,
                             int32_t ignore_index, double *nll_sum, int64_t *n_counted) {
     double t0 = gf_prof_begin(ctx);
-    GF_ASSERT(logits->ndim == 2, "cross_entropy: logits must be (N, V)");
-    int64_t N = logits->shape[0], V = logits->shape[1];
+    int64_t N = gf_tensor_rows(logits), V = gf_tensor_cols(logits); /* (..., V): rows are predictions */
     float *lse = gf_arena_floats(&ctx->arena, N);      // (N)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double)); // (N)
 #pragma omp parallel for schedule(static)
@@ -44,7 +43,7 @@ gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targe
         float m = l[0];
         for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
         double s = 0.0;
-        for (int64_t j = 0; j < V; j++) s += exp((double)(l[j] - m));
+        for (int64_t j = 0; j < V; j++) s += (double)expf(l[j] - m);
         double ls = (double)m + log(s);
         lse[i] = (float)ls;
         nll[i] = ls - (double)l[targets[i]];

@@ -1,0 +1,77 @@
+/* gflow/model.h — the two language-model families: GrassmannLM and TransformerLM.
+ *
+ * Shared: token embedding E (V, D) + learned positions P (Lmax, D), dropout, N blocks,
+ * final LayerNorm, tied head (logits = h Eᵀ, no bias), next-token cross-entropy over
+ * windows of L+1 tokens (inputs w[:, :L], targets w[:, 1:]). The definition follows
+ * docs in grassmann-spec.md §1, §2, §6, §7; parameter names match tools/torch_ref.py.
+ * A variant is a config field, not a copy of the model.
+ */
+#ifndef GFLOW_MODEL_H
+#define GFLOW_MODEL_H
+
+#include "gflow/params.h"
+#include "gflow/tape.h"
+
+#define GF_MAX_OFFSETS 32
+#define GF_MAX_LAYERS 64
+
+typedef enum { GF_FAMILY_GRASSMANN = 0, GF_FAMILY_TRANSFORMER } gf_family;
+typedef enum { GF_BLOCK_POST_LN = 0, GF_BLOCK_PRE_LN } gf_block_kind;
+
+typedef struct gf_model_cfg {
+    gf_family family;
+    gf_block_kind block;
+    int64_t vocab, d_model, d_ff, n_layers, max_len;
+    float dropout, ln_eps, init_std;
+    /* grassmann */
+    int64_t r;
+    int64_t offsets[GF_MAX_OFFSETS];           /* mode A: every layer averages over these */
+    int32_t n_offsets;
+    int64_t offset_schedule[GF_MAX_LAYERS];    /* mode B when n_schedule > 0: layer l uses [l] */
+    int32_t n_schedule;
+    float eps;
+    int normalize, gate, plucker;
+    /* transformer */
+    int64_t heads;
+} gf_model_cfg;
+
+/* The defaults of the paper's 6-layer model (V = 30,522, grassmann, post-LN, mode A). */
+void gf_model_cfg_default(gf_model_cfg *c);
+/* Check sizes and cross-field constraints; the message names the field. */
+gf_status gf_model_cfg_validate(const gf_model_cfg *c);
+
+typedef struct gf_lm_block {
+    gf_tensor *ln_in_w, *ln_in_b;            /* grassmann pre_ln only */
+    gf_tensor *w_red, *b_red, *w_plu, *b_plu, *w_gate, *b_gate, *w_lin;
+    gf_tensor *ln_mix_w, *ln_mix_b;
+    gf_tensor *ln_attn_w, *ln_attn_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    gf_tensor *ln_ffn_w, *ln_ffn_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} gf_lm_block;
+
+typedef struct gf_lm {
+    gf_model_cfg cfg;
+    gf_params params;
+    gf_tensor *tok_emb, *pos_emb, *ln_f_w, *ln_f_b;
+    gf_lm_block blocks[GF_MAX_LAYERS];
+} gf_lm;
+
+/* Optional outputs of a forward pass. */
+typedef struct gf_lm_out {
+    gf_tensor *logits;        /* (B, L, V) */
+    double nll_sum;           /* Σ NLL over predicted tokens (double) */
+    int64_t n_tokens;         /* predicted tokens */
+    gf_tensor **hidden;       /* if non-NULL: n_layers + 1 slots, h after embeddings and each block */
+} gf_lm_out;
+
+gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg);
+/* Training init: N(0, init_std) for linear and embedding weights, zero biases, LN (1, 0). */
+void gf_lm_init_weights(gf_lm *m, gf_rng *rng);
+/* windows (B, L+1) int32; returns the scalar mean loss. ctx->training turns dropout on. */
+gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out);
+/* Forward FLOPs per predicted token (multiply-add = 2), counting GEMMs and attention/Plücker math. */
+double gf_lm_flops_per_token(const gf_model_cfg *c, int64_t L);
+void gf_lm_free(gf_lm *m);
+const char *gf_family_name(gf_family f);
+const char *gf_block_name(gf_block_kind b);
+
+#endif

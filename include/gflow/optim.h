@@ -1,0 +1,71 @@
+/* gflow/optim.h — AdamW over the parameter block, global-norm clipping, LR schedules.
+ *
+ * AdamW follows torch.optim.AdamW's order exactly: decoupled decay
+ * p -= lr*wd*p first, then the bias-corrected Adam update. m and v live in the
+ * parameter block (gf_params.m/.v); the only other state is the step counter,
+ * a POD struct the checkpoint stores with memcpy. Elements are independent, so
+ * the OpenMP loop is bitwise deterministic for any thread count.
+ */
+#ifndef GFLOW_OPTIM_H
+#define GFLOW_OPTIM_H
+
+#include <stdint.h>
+
+#include "gflow/params.h"
+
+typedef struct gf_adamw_cfg {
+    double beta1, beta2, eps;
+    double weight_decay;
+    /* Decay per parameter kind; GF_PK_WEIGHT always decays (gf_adamw_step
+     * ignores decay[GF_PK_WEIGHT]). 1 = decay, 0 = not. */
+    int32_t decay[GF_PK_COUNT];
+} gf_adamw_cfg;
+
+/* torch defaults: betas (0.9, 0.999), eps 1e-8, wd 0.01; bias/norm not decayed, embeddings decayed. */
+void gf_adamw_cfg_default(gf_adamw_cfg *cfg);
+
+/* Optimizer state besides m/v (POD, saved in checkpoints). */
+typedef struct gf_adamw_state {
+    int64_t step; /* optimizer steps taken so far; the next step is step+1 */
+} gf_adamw_state;
+
+/* step = 0 and m = v = 0 over the whole block. */
+void gf_adamw_reset(gf_params *p, gf_adamw_state *st);
+
+/* One AdamW step at learning rate `lr` using p->grad (not modified).
+ * Increments st->step first, as torch does. */
+void gf_adamw_step(gf_params *p, gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr);
+
+/* Global-norm clipping, torch.nn.utils.clip_grad_norm_'s formula: the norm is
+ * gf_params_grad_norm(p); when coef = max_norm/(norm+1e-6) < 1 every grad is
+ * multiplied by coef. max_norm <= 0 disables clipping. A non-finite norm is
+ * returned without touching the grads (the trainer's nonfinite policy decides).
+ * Returns the pre-clip norm. */
+double gf_clip_grad_norm(gf_params *p, double max_norm);
+
+typedef enum gf_schedule_kind {
+    GF_SCHED_CONSTANT = 0,     /* lr (after optional linear warmup) */
+    GF_SCHED_COSINE = 1,       /* linear warmup, then per-step cosine from lr to min_lr */
+    GF_SCHED_EPOCH_COSINE = 2, /* torch CosineAnnealingLR(T_max=epochs) stepped per epoch */
+} gf_schedule_kind;
+
+typedef struct gf_schedule_cfg {
+    gf_schedule_kind kind;
+    double lr;            /* peak / base learning rate */
+    double min_lr;        /* cosine floor */
+    int64_t warmup_steps; /* linear warmup length in steps (0 = none) */
+} gf_schedule_cfg;
+
+/* Learning rate for the 0-based optimizer step `step`.
+ * Warmup (all kinds): step < W gives lr*(step+1)/W, so step W-1 reaches lr.
+ * cosine: for step >= W, t = (step-W)/max(1, total_steps-W) clamped to [0,1],
+ *   lr_t = min_lr + (lr-min_lr)*(1+cos(pi*t))/2 (min_lr from step total_steps on).
+ * epoch_cosine: e = step/steps_per_epoch, E = ceil(total_steps/steps_per_epoch),
+ *   lr_e = min_lr + (lr-min_lr)*(1+cos(pi*e/E))/2, constant within an epoch
+ *   (warmup, if any, multiplies the first W steps by (step+1)/W). */
+double gf_schedule_lr(const gf_schedule_cfg *cfg, int64_t step, int64_t steps_per_epoch,
+                      int64_t total_steps);
+
+const char *gf_schedule_kind_name(gf_schedule_kind k);
+
+#endif

@@ -1,0 +1,140 @@
+/* gflow/recipe.h — recipes: INI files (parsed with inih) into a typed struct.
+ *
+ * One schema table (src/recipe/schema.c) is the single source of truth: every
+ * key's section, type, default or "required", bounds, enum values, doc line and
+ * field offset in gf_recipe. The parser, the resolved-text writer and
+ * docs/recipe-keys.md (gf_recipe_write_keys_md) are all driven by it.
+ *
+ * Order of application: defaults, then `[run] base = other.ini` (recursively,
+ * path relative to the including file, cycles rejected), then the file's own
+ * keys, then `--set section.key=value` overrides in order (later wins). After
+ * that: required-key check, derived defaults (dataset file names, max_len = 0 ->
+ * seq_len, classifier_hidden = 0 -> d_model, eval batch_size = 0 -> train
+ * batch_size), cross-key validation. Every error names where the value came
+ * from: "recipes/x.ini:12: [model] r: must be <= d_model (256), got 300" or
+ * "--set model.r=abc: [model] r: not an integer".
+ *
+ * Syntax: `[section]`, `key = value`, full-line comments starting with '#' or
+ * ';', inline comments introduced by whitespace + '#' or ';' (Debian's inih
+ * only strips ';' inline, so gflow strips both before inih sees a line), CRLF
+ * line ends, a UTF-8 BOM. No continuation lines (leading indentation is
+ * ignored). Lines are at most 199 bytes. String values may not contain '#',
+ * ';' or control characters.
+ */
+#ifndef GFLOW_RECIPE_H
+#define GFLOW_RECIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gflow/data.h"       /* gf_dataset, gf_split */
+#include "gflow/error.h"
+#include "gflow/optim.h"      /* gf_schedule_kind, gf_adamw_cfg, gf_schedule_cfg */
+#include "gflow/tokenizer.h"  /* gf_tokenizer_kind, gf_spm_model_type */
+
+#define GF_RECIPE_STR 256     /* bytes per string value, NUL included */
+#define GF_RECIPE_LIST_MAX 64 /* entries per int list */
+
+typedef struct gf_int_list {
+    int64_t n;
+    int64_t v[GF_RECIPE_LIST_MAX]; /* (n) used, rest zero */
+} gf_int_list;
+
+typedef enum gf_model_family { GF_FAMILY_GRASSMANN = 0, GF_FAMILY_TRANSFORMER = 1 } gf_model_family;
+typedef enum gf_block_kind { GF_BLOCK_POST_LN = 0, GF_BLOCK_PRE_LN = 1 } gf_block_kind;
+typedef enum gf_nonfinite_policy { GF_NONFINITE_STOP = 0, GF_NONFINITE_SKIP = 1 } gf_nonfinite_policy;
+
+/* Plain data: zero-filled strings and padding, so memcmp/memcpy work. */
+typedef struct gf_recipe {
+    struct {
+        char name[GF_RECIPE_STR];
+        int64_t seed;
+        char out_dir[GF_RECIPE_STR];
+        int64_t threads;                 /* 0 = OpenMP default */
+    } run;
+    struct {
+        gf_dataset dataset;
+        char dir[GF_RECIPE_STR];         /* "" = $GFLOW_DATA_MIRROR, else datasets/data */
+        char train_file[GF_RECIPE_STR];  /* relative to dir */
+        char valid_file[GF_RECIPE_STR];
+        char test_file[GF_RECIPE_STR];
+        int64_t seq_len;                 /* L */
+        int64_t max_sentence_len;        /* Ls (snli) */
+        bool skip_bad_rows;
+        double train_fraction;           /* (0, 1] */
+    } data;
+    struct {
+        gf_tokenizer_kind kind;
+        int64_t vocab_size;
+        gf_spm_model_type model_type;
+        char cache_dir[GF_RECIPE_STR];
+    } tokenizer;
+    struct {
+        gf_model_family family;
+        int64_t n_layers, d_model, d_ff;
+        int64_t max_len;                 /* Lmax (resolved: never 0) */
+        double dropout;
+        gf_block_kind block;
+        double init_std, ln_eps;
+        /* grassmann */
+        int64_t r;
+        gf_int_list offsets;             /* mode A: every layer uses all */
+        gf_int_list offset_schedule;     /* mode B when n > 0: layer l uses v[l] */
+        double eps;
+        bool normalize, gate, plucker;
+        /* transformer */
+        int64_t heads;
+        /* NLI heads (snli) */
+        int64_t window, stride, mix_heads;
+        int64_t classifier_hidden;       /* resolved: never 0 */
+    } model;
+    struct {
+        double lr, beta1, beta2, eps, weight_decay;
+        bool decay_bias, decay_norm, decay_embed;
+        double clip;                     /* 0 = off */
+    } optim;
+    struct {
+        gf_schedule_kind kind;
+        int64_t warmup_steps;
+        double min_lr;
+    } schedule;
+    struct {
+        int64_t epochs, batch_size, max_steps, log_every, eval_every, eval_batches;
+        gf_nonfinite_policy nonfinite;
+        int64_t early_stop_patience;
+    } train;
+    struct {
+        int64_t batch_size;              /* resolved: never 0 */
+        gf_split split;
+    } eval;
+} gf_recipe;
+
+/* Load a recipe file, then apply `sets` ("section.key=value", n_sets of them).
+ * GF_E_NOTFOUND for a missing file, GF_E_PARSE for structure (unknown section or
+ * key, duplicate key, syntax), GF_E_INVALID for values and cross-key checks. */
+gf_status gf_recipe_load(const char *path, const char *const *sets, int64_t n_sets, gf_recipe *out);
+
+/* The same from text in memory (e.g. the resolved recipe stored in a checkpoint);
+ * `name` is used in messages and as the directory for a relative `base`. */
+gf_status gf_recipe_parse_text(const char *text, const char *name, const char *const *sets,
+                               int64_t n_sets, gf_recipe *out);
+
+/* Canonical INI: every key (defaults included) in schema order, `base` omitted
+ * (already applied). Parsing it back gives an identical struct. *out is
+ * malloc'd; the caller frees it. */
+gf_status gf_recipe_resolved_text(const gf_recipe *r, char **out);
+
+/* The key reference (docs/recipe-keys.md), generated from the schema. */
+void gf_recipe_write_keys_md(FILE *f);
+
+/* Field-by-field equality over the schema (1 = equal). */
+int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b);
+
+/* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else "datasets/data". */
+const char *gf_recipe_data_dir(const gf_recipe *r);
+
+/* Optimizer settings from [optim] and [schedule]; sched->lr = optim.lr. */
+void gf_recipe_optim_cfg(const gf_recipe *r, gf_adamw_cfg *adamw, gf_schedule_cfg *sched);
+
+#endif

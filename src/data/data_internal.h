@@ -1,0 +1,34 @@
+/* data_internal.h — helpers shared by the files of src/data (not public). */
+#ifndef GF_DATA_INTERNAL_H
+#define GF_DATA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gflow/data.h"
+
+/* Call fn for every line of a file (without its '\n'; a last line without
+ * '\n' counts too). lineno is 1-based. Stops at the first non-OK status. */
+typedef gf_status (*gf_line_fn)(void *ctx, const char *line, size_t len, int64_t lineno);
+gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx);
+
+gf_status gf_data_mkdir_p(const char *dir);
+
+/* Epoch-wise item order shared by the LM and SNLI loaders. */
+typedef struct gf_sampler {
+    int64_t n;        /* items per epoch */
+    int64_t *order;   /* (n) item ids of the current epoch */
+    gf_loader_state st;
+    gf_rng next_rng;  /* rng after this epoch's shuffle = next epoch's st.rng */
+} gf_sampler;
+
+gf_status gf_sampler_init(gf_sampler *s, int64_t n, int shuffle, uint64_t seed);
+void gf_sampler_free(gf_sampler *s);
+/* Next item id of the current epoch, or -1 at its end (then the next epoch
+ * is started, so the following call returns its first item). */
+int64_t gf_sampler_next(gf_sampler *s);
+/* Peek whether the epoch has items left. */
+int gf_sampler_has_next(const gf_sampler *s);
+gf_status gf_sampler_set_state(gf_sampler *s, const gf_loader_state *st);
+
+#endif

@@ -1,0 +1,212 @@
+/* plucker_mix.c — fused causal Grassmann mixing: Plücker pairs, normalisation, mean over
+ * offsets and the shared projection, in one op.
+ *
+ * Forward, per batch row and position t (0-based), with a = z_t (current), c = z_{t-δ} (past):
+ *   W_t   = { δ in offsets : t - δ >= 0 }            (δ >= L is never valid)
+ *   p_k   = a_i c_j - a_j c_i   for pairs k = (i, j), i < j, row-major: (0,1),(0,2),...,(R-2,R-1)
+ *   n     = |p|_2,  s = normalize ? 1 / max(n, eps) : 1,  p̂ = s p
+ *   pbar_t = (1/|W_t|) Σ_{δ in W_t} p̂(t, δ)             (0 when W_t is empty)
+ *   g_t   = W pbar_t + b  if |W_t| > 0,  else 0
+ * Averaging before the projection is exact because the projection is linear (spec §8), and
+ * costs one GEMM instead of |W|; no (B, L, |W|, P) tensor is ever materialised.
+ * Saved for backward: pbar (B, L, P) for dW, and the norms n (B, L, |W|).
+ *
+ * Backward, with G = dL/dg (B, L, D):
+ *   dW += G_vᵀ pbar_v ;  db += Σ_v G_v     (v: rows with a valid offset; others got g = 0)
+ *   dpbar_t = G_t W                          (one GEMM)
+ *   per valid δ:  Ĝ = dpbar_t / |W_t|
+ *     normalize, n > eps:  dp = (Ĝ - q (q·Ĝ)) / n,  q = p / n   (derivative of p/|p|)
+ *     normalize, n <= eps: dp = Ĝ / eps                          (the max picked the constant)
+ *     no normalize:        dp = Ĝ
+ *   and through p_k = a_i c_j - a_j c_i:
+ *     da_i += dp_k c_j,  da_j -= dp_k c_i,  dc_i -= dp_k a_j,  dc_j += dp_k a_i.
+ * da lands on z_t and dc on z_{t-δ}. To keep the parallel loop over t race-free and the sum
+ * order fixed, dc is first written to a (B, L, |W|, R) scratch slot owned by (t, δ), and a
+ * second pass gathers dz_s += Σ_δ dc(s + δ, δ) in offset order.
+ */
+#include "op_util.h"
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+
+typedef struct {
+    float *pbar;     // (B, L, P)
+    float *norms;    // (B, L, NW)
+    int64_t *offs;   // (NW)
+    uint8_t *valid;  // (B*L) 1 if any offset valid
+} pm_saved;
+
+/* p (P) = a ∧ c over the row-major upper triangle; inner loop over j is contiguous. */
+static inline void plucker_pairs(const float *a, const float *c, float *p, int64_t R) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < R - 1; i++) {
+        float ai = a[i], ci = c[i];
+        for (int64_t j = i + 1; j < R; j++) p[k + j - i - 1] = ai * c[j] - a[j] * ci;
+        k += R - 1 - i;
+    }
+}
+
+static inline float sumsq(const float *p, int64_t n) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < n; k++) s += p[k] * p[k];
+    return s;
+}
+
+static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *z = n->in[0], *w = n->in[1], *b = n->in[2];
+    const pm_saved *sv = n->saved;
+    const float *G = n->out->grad; // (B, L, D)
+    int64_t B = z->shape[0], L = z->shape[1], R = z->shape[2], P = R * (R - 1) / 2;
+    int64_t D = w->shape[0], NW = n->ip[0], BL = B * L;
+    float eps = (float)n->fp[0];
+    int normalize = (int)n->ip[1];
+    const int64_t *offs = sv->offs;
+
+    /* Rows without a valid offset produced g = 0 (no bias): their G must not reach W or b.
+     * pbar is 0 there, so dW is already right; db needs the mask, dpbar is ignored below. */
+    if (gf_needs_grad(w))
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, gf_blas_int(D), gf_blas_int(P), gf_blas_int(BL),
+                    1.0f, G, gf_blas_int(D), sv->pbar, gf_blas_int(P), 1.0f, w->grad, gf_blas_int(P));
+    if (gf_needs_grad(b)) {
+        float *vm = gf_arena_floats(&ctx->arena, BL * D); // (B*L, D) masked copy of G
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < BL; r++)
+            for (int64_t d = 0; d < D; d++) vm[r * D + d] = sv->valid[r] ? G[r * D + d] : 0.0f;
+        gf_colsum_acc(ctx, b->grad, vm, NULL, BL, D);
+    }
+    if (!gf_needs_grad(z)) return;
+
+    float *dpbar = gf_arena_floats(&ctx->arena, BL * P); // (B*L, P)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(BL), gf_blas_int(P), gf_blas_int(D), 1.0f,
+                G, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
+    float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
+
+    /* per-thread scratch (P floats for p, P for dp) allocated up front: the arena is not thread-safe */
+    int T = omp_get_max_threads();
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * 2 * P); // (T, 2, P)
+
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++) {
+        if (!sv->valid[r]) continue;
+        int64_t t = r % L;
+        float *pk = scratch + (int64_t)omp_get_thread_num() * 2 * P, *dp = pk + P;
+        const float *a = z->data + r * R;
+        float *da = z->grad + r * R;
+        int64_t cnt = 0;
+        for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
+        float inv_cnt = 1.0f / (float)cnt;
+        const float *Gp = dpbar + r * P;
+        for (int64_t q = 0; q < NW; q++) {
+            if (t - offs[q] < 0) continue;
+            const float *c = a - offs[q] * R;
+            float *dc = dpast + (r * NW + q) * R;
+            plucker_pairs(a, c, pk, R);
+            float nrm = sv->norms[r * NW + q];
+            if (!normalize) {
+                for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
+            } else if (nrm > eps) {
+                float qg = 0.0f;
+                for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
+                qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
+                float s = inv_cnt / nrm;
+                for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * (qg / nrm);
+            } else {
+                float s = inv_cnt / eps;
+                for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * s;
+            }
+            /* through the antisymmetric product */
+            int64_t k = 0;
+            for (int64_t i = 0; i < R - 1; i++) {
+                float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
+                const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
+                for (int64_t j = i + 1; j < R; j++) {
+                    float d = dpi[j];
+                    dai += d * c[j];
+                    da[j] -= d * ci;
+                    dci -= d * a[j];
+                    dc[j] += d * ai;
+                }
+                da[i] += dai;
+                dc[i] += dci;
+                k += R - 1 - i;
+            }
+        }
+    }
+    /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++) {
+        int64_t t = r % L;
+        float *dz = z->grad + r * R;
+        for (int64_t q = 0; q < NW; q++) {
+            if (t + offs[q] >= L) continue;
+            const float *dc = dpast + ((r + offs[q]) * NW + q) * R;
+            for (int64_t i = 0; i < R; i++) dz[i] += dc[i];
+        }
+    }
+}
+
+gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
+                          int32_t n_offsets, float eps, int normalize) {
+    double t0 = gf_prof_begin(ctx);
+    GF_ASSERT(z->ndim == 3, "plucker_mix: z must be (B, L, R)");
+    int64_t B = z->shape[0], L = z->shape[1], R = z->shape[2], P = R * (R - 1) / 2, BL = B * L;
+    GF_ASSERT(R >= 2, "plucker_mix: r must be >= 2");
+    GF_ASSERT(w->ndim == 2 && w->shape[1] == P, "plucker_mix: W must be (D, %lld)", (long long)P);
+    GF_ASSERT(b && b->ndim == 1 && b->shape[0] == w->shape[0], "plucker_mix: bias must be (D)");
+    GF_ASSERT(n_offsets >= 1, "plucker_mix: no offsets");
+    int64_t D = w->shape[0], NW = n_offsets;
+    for (int32_t q = 0; q < n_offsets; q++) GF_ASSERT(offsets[q] >= 1, "plucker_mix: offset %lld < 1", (long long)offsets[q]);
+
+    pm_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
+    sv->pbar = gf_arena_floats(&ctx->arena, BL * P);
+    sv->norms = gf_arena_floats(&ctx->arena, BL * NW);
+    sv->offs = gf_arena_alloc(&ctx->arena, (size_t)NW * sizeof(int64_t));
+    sv->valid = gf_arena_alloc(&ctx->arena, (size_t)BL);
+    memcpy(sv->offs, offsets, (size_t)NW * sizeof(int64_t));
+    int T = omp_get_max_threads();
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * P); // (T, P)
+
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++) {
+        int64_t t = r % L;
+        const float *a = z->data + r * R;
+        float *pb = sv->pbar + r * P, *pk = scratch + (int64_t)omp_get_thread_num() * P;
+        memset(pb, 0, (size_t)P * sizeof(float));
+        int64_t cnt = 0;
+        for (int64_t q = 0; q < NW; q++) {
+            if (t - offsets[q] < 0) { sv->norms[r * NW + q] = 0.0f; continue; }
+            plucker_pairs(a, a - offsets[q] * R, pk, R);
+            float nrm = sqrtf(sumsq(pk, P));
+            sv->norms[r * NW + q] = nrm;
+            float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+            for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * s;
+            cnt++;
+        }
+        sv->valid[r] = cnt > 0;
+        if (cnt > 1) {
+            float inv = 1.0f / (float)cnt;
+            for (int64_t k = 0; k < P; k++) pb[k] *= inv;
+        }
+    }
+
+    int64_t gs[3] = {B, L, D};
+    gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++)
+        for (int64_t d = 0; d < D; d++) g->data[r * D + d] = sv->valid[r] ? b->data[d] : 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(BL), gf_blas_int(D), gf_blas_int(P), 1.0f,
+                sv->pbar, gf_blas_int(P), w->data, gf_blas_int(P), 1.0f, g->data, gf_blas_int(D));
+
+    gf_tensor *in[3] = {z, w, b};
+    gf_node *n = gf_tape_record(ctx, GF_OP_plucker_mix, g, 3, in);
+    if (n) {
+        n->saved = sv;
+        n->ip[0] = NW;
+        n->ip[1] = normalize;
+        n->fp[0] = eps;
+    }
+    gf_prof_end(ctx, GF_FAM_PLUCKER, t0);
+    return g;
+}
+
+const gf_op_def gf_op_plucker_mix = {"plucker_mix", GF_FAM_PLUCKER, plucker_mix_backward};

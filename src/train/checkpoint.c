@@ -1,0 +1,708 @@
+/* checkpoint.c — verified, atomic checkpoints of the parameter block; see gflow/checkpoint.h
+ * for the on-disk layout. Also the atomic file writer shared with safetensors.c. */
+#include "gflow/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* Floats are written as host memory; the integer fields are encoded explicitly. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "gflow checkpoints assume a little-endian host"
+#endif
+
+#define CK_HEADER_SIZE 64
+#define CK_TRAILER_SIZE 16
+#define CK_ALIGN 64
+#define CK_END_MAGIC "GFLOWEND"
+#define CK_NGROUPS 3
+
+static const char *const ck_group_prefix[CK_NGROUPS] = {"", "m/", "v/"};
+
+/* ---------------------------------------------------------------- atomic file writer */
+
+gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
+    memset(af, 0, sizeof *af);
+    af->fd = -1;
+    size_t len = strlen(path);
+    af->path = malloc(len + 1);
+    af->tmp = malloc(len + 5);
+    if (!af->path || !af->tmp) {
+        free(af->path);
+        free(af->tmp);
+        af->path = af->tmp = NULL;
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(af->path, path, len + 1);
+    snprintf(af->tmp, len + 5, "%s.tmp", path);
+    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (af->fd < 0) {
+        int e = errno;
+        gf_status s = gf_error_set(GF_E_IO, "%s: cannot create temporary file %s: %s", path,
+                                   af->tmp, strerror(e));
+        free(af->path);
+        free(af->tmp);
+        af->path = af->tmp = NULL;
+        return s;
+    }
+    return GF_OK;
+}
+
+void gf_atomic_abort(gf_atomic_file *af) {
+    if (af->fd >= 0) close(af->fd);
+    if (af->tmp) unlink(af->tmp);
+    free(af->path);
+    free(af->tmp);
+    af->fd = -1;
+    af->path = af->tmp = NULL;
+}
+
+/* Set the error from errno and drop the tmp file. */
+static gf_status atomic_fail(gf_atomic_file *af, int e, const char *what) {
+    gf_status s = gf_error_set(GF_E_IO, "%s: %s failed after %llu bytes: %s (nothing written "
+                               "to %s; any previous file there is unchanged)",
+                               af->path, what, (unsigned long long)af->written, strerror(e),
+                               af->path);
+    gf_atomic_abort(af);
+    return s;
+}
+
+gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n) {
+    const unsigned char *p = buf;
+    while (n > 0) {
+        /* under RLIMIT_FSIZE with SIGXFSZ ignored: a short write, then -1/EFBIG */
+        ssize_t w = write(af->fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return atomic_fail(af, errno, "write");
+        }
+        if (w == 0) return atomic_fail(af, EIO, "write");
+        p += w;
+        n -= (size_t)w;
+        af->written += (uint64_t)w;
+    }
+    return GF_OK;
+}
+
+gf_status gf_atomic_commit(gf_atomic_file *af) {
+    if (fsync(af->fd) != 0) return atomic_fail(af, errno, "fsync");
+    int fd = af->fd;
+    af->fd = -1;
+    if (close(fd) != 0) return atomic_fail(af, errno, "close");
+    if (rename(af->tmp, af->path) != 0) return atomic_fail(af, errno, "rename");
+    /* make the rename itself durable: fsync the containing directory */
+    char *dir = af->tmp; /* reuse: the tmp name is no longer needed */
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, strlen(dir) + 1, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    gf_status s = GF_OK;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
+        s = gf_error_set(GF_E_IO, "%s: written, but syncing directory %s failed: %s", af->path,
+                         dir, strerror(errno));
+    }
+    if (dfd >= 0) close(dfd);
+    free(af->path);
+    free(af->tmp);
+    af->path = af->tmp = NULL;
+    return s;
+}
+
+/* ---------------------------------------------------------------- metadata */
+
+void gf_ckpt_meta_init(gf_ckpt_meta *m) { memset(m, 0, sizeof *m); }
+
+void gf_ckpt_meta_free(gf_ckpt_meta *m) {
+    free(m->recipe);
+    free(m->rng.data);
+    free(m->loader.data);
+    free(m->optim.data);
+    for (int64_t i = 0; i < m->n_kv; i++) {
+        free(m->keys[i]);
+        free(m->vals[i]);
+    }
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+static char *ck_strndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n) memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+gf_status gf_ckpt_meta_set_recipe(gf_ckpt_meta *m, const char *text) {
+    char *d = NULL;
+    if (text && !(d = ck_strndup(text, strlen(text))))
+        return gf_error_set(GF_E_NOMEM, "checkpoint metadata: out of memory");
+    free(m->recipe);
+    m->recipe = d;
+    return GF_OK;
+}
+
+gf_status gf_ckpt_meta_set_blob(gf_ckpt_blob *b, const void *data, size_t size) {
+    void *d = NULL;
+    if (size) {
+        if (!(d = malloc(size))) return gf_error_set(GF_E_NOMEM, "checkpoint metadata: out of memory");
+        memcpy(d, data, size);
+    }
+    free(b->data);
+    b->data = d;
+    b->size = size;
+    return GF_OK;
+}
+
+/* Append or replace a key; key/val of length kn/vn (need not be NUL-terminated). */
+static gf_status meta_set_kv_n(gf_ckpt_meta *m, const char *key, size_t kn, const char *val,
+                               size_t vn) {
+    char *v = ck_strndup(val, vn);
+    if (!v) return gf_error_set(GF_E_NOMEM, "checkpoint metadata: out of memory");
+    for (int64_t i = 0; i < m->n_kv; i++) {
+        if (strlen(m->keys[i]) == kn && memcmp(m->keys[i], key, kn) == 0) {
+            free(m->vals[i]);
+            m->vals[i] = v;
+            return GF_OK;
+        }
+    }
+    char *k = ck_strndup(key, kn);
+    char **nk = realloc(m->keys, (size_t)(m->n_kv + 1) * sizeof *nk);
+    if (nk) m->keys = nk;
+    char **nv = realloc(m->vals, (size_t)(m->n_kv + 1) * sizeof *nv);
+    if (nv) m->vals = nv;
+    if (!k || !nk || !nv) {
+        free(k);
+        free(v);
+        return gf_error_set(GF_E_NOMEM, "checkpoint metadata: out of memory");
+    }
+    m->keys[m->n_kv] = k;
+    m->vals[m->n_kv] = v;
+    m->n_kv++;
+    return GF_OK;
+}
+
+gf_status gf_ckpt_meta_set_kv(gf_ckpt_meta *m, const char *key, const char *val) {
+    return meta_set_kv_n(m, key, strlen(key), val, strlen(val));
+}
+
+const char *gf_ckpt_meta_get_kv(const gf_ckpt_meta *m, const char *key) {
+    for (int64_t i = 0; i < m->n_kv; i++)
+        if (strcmp(m->keys[i], key) == 0) return m->vals[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- byte encoding */
+
+typedef struct ck_buf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} ck_buf;
+
+static void buf_put(ck_buf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        unsigned char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void enc_u64(unsigned char *d, uint64_t v) {
+    for (int i = 0; i < 8; i++) d[i] = (unsigned char)(v >> (8 * i));
+}
+static void enc_u32(unsigned char *d, uint32_t v) {
+    for (int i = 0; i < 4; i++) d[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t dec_u64(const unsigned char *s) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | s[i];
+    return v;
+}
+static uint32_t dec_u32(const unsigned char *s) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | s[i];
+    return v;
+}
+
+static void buf_u8(ck_buf *b, uint8_t v) { buf_put(b, &v, 1); }
+static void buf_u16(ck_buf *b, uint16_t v) {
+    unsigned char d[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
+    buf_put(b, d, 2);
+}
+static void buf_u32(ck_buf *b, uint32_t v) {
+    unsigned char d[4];
+    enc_u32(d, v);
+    buf_put(b, d, 4);
+}
+static void buf_u64(ck_buf *b, uint64_t v) {
+    unsigned char d[8];
+    enc_u64(d, v);
+    buf_put(b, d, 8);
+}
+
+static void buf_record(ck_buf *b, const char *name, size_t nn, const void *val, size_t vn) {
+    buf_u32(b, (uint32_t)nn);
+    buf_put(b, name, nn);
+    buf_u64(b, (uint64_t)vn);
+    buf_put(b, val, vn);
+}
+
+/* Bounded reader over a mapped section; `bad` is set on any overrun. */
+typedef struct ck_cur {
+    const unsigned char *p;
+    size_t n, pos;
+    int bad;
+} ck_cur;
+
+static const unsigned char *cur_take(ck_cur *c, size_t n) {
+    if (c->bad || n > c->n - c->pos) {
+        c->bad = 1;
+        return NULL;
+    }
+    const unsigned char *q = c->p + c->pos;
+    c->pos += n;
+    return q;
+}
+static uint64_t cur_u64(ck_cur *c) {
+    const unsigned char *q = cur_take(c, 8);
+    return q ? dec_u64(q) : 0;
+}
+static uint32_t cur_u32(ck_cur *c) {
+    const unsigned char *q = cur_take(c, 4);
+    return q ? dec_u32(q) : 0;
+}
+static uint16_t cur_u16(ck_cur *c) {
+    const unsigned char *q = cur_take(c, 2);
+    return q ? (uint16_t)(q[0] | (q[1] << 8)) : 0;
+}
+static uint8_t cur_u8(ck_cur *c) {
+    const unsigned char *q = cur_take(c, 1);
+    return q ? q[0] : 0;
+}
+
+static uLong crc_update(uLong crc, const void *p, size_t n) {
+    const unsigned char *q = p;
+    while (n > 0) { /* zlib takes uInt lengths */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, q, k);
+        q += k;
+        n -= k;
+    }
+    return crc;
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static void shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int32_t i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* ---------------------------------------------------------------- save */
+
+gf_status gf_ckpt_save(const char *path, const gf_params *p, const gf_ckpt_meta *meta) {
+    GF_ASSERT(p->allocated, "gf_ckpt_save(%s): parameter block not allocated", path);
+    const size_t sec = (size_t)p->n * sizeof(float);     /* bytes of one array */
+    const uint64_t sec_stride = align_up(sec, CK_ALIGN); /* m and v start aligned */
+
+    ck_buf b = {0};
+    unsigned char zero_hdr[CK_HEADER_SIZE] = {0};
+    buf_put(&b, zero_hdr, sizeof zero_hdr); /* patched below */
+
+    /* metadata records */
+    size_t meta_begin = b.n;
+    if (meta) {
+        if (meta->recipe) buf_record(&b, "recipe", 6, meta->recipe, strlen(meta->recipe));
+        if (meta->rng.size) buf_record(&b, "rng", 3, meta->rng.data, meta->rng.size);
+        if (meta->loader.size) buf_record(&b, "loader", 6, meta->loader.data, meta->loader.size);
+        if (meta->optim.size) buf_record(&b, "optim", 5, meta->optim.data, meta->optim.size);
+        for (int64_t i = 0; i < meta->n_kv; i++) {
+            char name[4096];
+            int nn = snprintf(name, sizeof name, "kv:%s", meta->keys[i]);
+            if (nn < 0 || (size_t)nn >= sizeof name) {
+                free(b.p);
+                return gf_error_set(GF_E_INVALID, "%s: metadata key too long: %.64s...", path,
+                                    meta->keys[i]);
+            }
+            buf_record(&b, name, (size_t)nn, meta->vals[i], strlen(meta->vals[i]));
+        }
+    }
+    size_t meta_size = b.n - meta_begin;
+
+    /* tensor table: every parameter in each group, in block order */
+    size_t table_begin = b.n;
+    buf_u64(&b, (uint64_t)(CK_NGROUPS * p->n_items));
+    for (int g = 0; g < CK_NGROUPS; g++) {
+        for (int64_t i = 0; i < p->n_items; i++) {
+            const gf_param *it = p->items[i];
+            size_t nn = strlen(it->name);
+            buf_u32(&b, (uint32_t)nn);
+            buf_put(&b, it->name, nn);
+            buf_u8(&b, (uint8_t)g);
+            buf_u8(&b, (uint8_t)it->kind);
+            buf_u16(&b, (uint16_t)it->t.ndim);
+            for (int32_t d = 0; d < it->t.ndim; d++) buf_u64(&b, (uint64_t)it->t.shape[d]);
+            buf_u64(&b, (uint64_t)g * sec_stride + (uint64_t)it->offset * sizeof(float));
+            buf_u64(&b, (uint64_t)gf_tensor_numel(&it->t) * sizeof(float));
+        }
+    }
+    size_t table_size = b.n - table_begin;
+    uint64_t blob_offset = align_up(b.n, CK_ALIGN);
+    static const unsigned char zeros[CK_ALIGN] = {0};
+    buf_put(&b, zeros, (size_t)(blob_offset - b.n));
+    if (b.oom) {
+        free(b.p);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory building the checkpoint header", path);
+    }
+    uint64_t blob_size = 2 * sec_stride + sec;
+    uint64_t file_size = blob_offset + blob_size + CK_TRAILER_SIZE;
+
+    memcpy(b.p, GF_CKPT_MAGIC, 8);
+    enc_u32(b.p + 8, GF_CKPT_VERSION);
+    enc_u32(b.p + 12, 0);
+    enc_u64(b.p + 16, file_size);
+    enc_u64(b.p + 24, (uint64_t)(meta ? meta->step : 0));
+    enc_u64(b.p + 32, (uint64_t)(meta ? meta->epoch : 0));
+    enc_u64(b.p + 40, meta_size);
+    enc_u64(b.p + 48, table_size);
+    enc_u64(b.p + 56, blob_offset);
+
+    gf_atomic_file af;
+    gf_status s = gf_atomic_open(&af, path);
+    if (s != GF_OK) {
+        free(b.p);
+        return s;
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
+    size_t pad = (size_t)(sec_stride - sec);
+
+    crc = crc_update(crc, b.p, b.n);
+    s = gf_atomic_write(&af, b.p, b.n);
+    free(b.p);
+    for (int g = 0; g < CK_NGROUPS && s == GF_OK; g++) {
+        crc = crc_update(crc, arrays[g], sec);
+        s = gf_atomic_write(&af, arrays[g], sec);
+        if (s == GF_OK && g + 1 < CK_NGROUPS && pad) {
+            crc = crc_update(crc, zeros, pad);
+            s = gf_atomic_write(&af, zeros, pad);
+        }
+    }
+    if (s != GF_OK) return s; /* the writer already removed the tmp file */
+    unsigned char trailer[CK_TRAILER_SIZE] = {0};
+    memcpy(trailer, CK_END_MAGIC, 8);
+    crc = crc_update(crc, trailer, 8);
+    enc_u32(trailer + 8, (uint32_t)crc);
+    GF_TRY(gf_atomic_write(&af, trailer, sizeof trailer));
+    GF_ASSERT(af.written == file_size, "checkpoint size %llu != planned %llu",
+              (unsigned long long)af.written, (unsigned long long)file_size);
+    return gf_atomic_commit(&af);
+}
+
+/* ---------------------------------------------------------------- load */
+
+typedef struct ck_entry {
+    const char *name; /* not NUL-terminated: points into the mapping */
+    size_t name_len;
+    int group;
+    int kind;
+    int32_t ndim;
+    int64_t shape[GF_MAX_DIMS];
+    uint64_t offset, nbytes;
+} ck_entry;
+
+typedef struct ck_file {
+    const char *path;
+    const unsigned char *base;
+    size_t size;
+    uint64_t meta_size, table_size, blob_offset;
+    int64_t step, epoch;
+    ck_entry *ents;
+    int64_t n_ents;
+} ck_file;
+
+static void ck_close(ck_file *f) {
+    if (f->base) munmap((void *)f->base, f->size);
+    free(f->ents);
+    f->base = NULL;
+    f->ents = NULL;
+}
+
+/* Map the file and verify everything that does not need the model: magic, version,
+ * length, end marker, CRC, and the structure of the metadata and the table. */
+static gf_status ck_open(const char *path, ck_file *f) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return gf_error_set(e == ENOENT ? GF_E_NOTFOUND : GF_E_IO, "%s: cannot open checkpoint: %s",
+                            path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gf_error_set(GF_E_IO, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < 8) {
+        close(fd);
+        return gf_error_set(GF_E_CORRUPT, "%s: not a gflow checkpoint: only %zu bytes (truncated?)",
+                            path, size);
+    }
+    void *base = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (base == MAP_FAILED) return gf_error_set(GF_E_IO, "%s: cannot map: %s", path, strerror(e));
+    f->base = base;
+    f->size = size;
+    const unsigned char *h = f->base;
+    gf_status s = GF_OK;
+    if (memcmp(h, GF_CKPT_MAGIC, 8) != 0) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: not a gflow checkpoint (bad magic; expected %s)", path,
+                         GF_CKPT_MAGIC);
+        goto fail;
+    }
+    if (size < CK_HEADER_SIZE + CK_TRAILER_SIZE) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: truncated checkpoint: %zu bytes, smaller than the "
+                         "header and trailer", path, size);
+        goto fail;
+    }
+    uint32_t version = dec_u32(h + 8);
+    if (version != GF_CKPT_VERSION) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: unsupported checkpoint version %u (this build reads "
+                         "version %u)", path, version, GF_CKPT_VERSION);
+        goto fail;
+    }
+    uint64_t file_size = dec_u64(h + 16);
+    if (file_size != size) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: %s checkpoint: header says %llu bytes, file has %zu",
+                         path, file_size > size ? "truncated" : "corrupt or oversized",
+                         (unsigned long long)file_size, size);
+        goto fail;
+    }
+    const unsigned char *tr = h + size - CK_TRAILER_SIZE;
+    if (memcmp(tr, CK_END_MAGIC, 8) != 0) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: checkpoint end marker missing (torn or corrupt file)",
+                         path);
+        goto fail;
+    }
+    uint32_t stored = dec_u32(tr + 8);
+    uint32_t crc = (uint32_t)crc_update(crc32(0L, Z_NULL, 0), h, size - 8);
+    if (stored != crc || dec_u32(tr + 12) != 0) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: checksum mismatch (stored %08x, computed %08x): the "
+                         "file is corrupt", path, stored, crc);
+        goto fail;
+    }
+    /* Past the CRC only a buggy writer produces a bad structure; check anyway. */
+    f->step = (int64_t)dec_u64(h + 24);
+    f->epoch = (int64_t)dec_u64(h + 32);
+    f->meta_size = dec_u64(h + 40);
+    f->table_size = dec_u64(h + 48);
+    f->blob_offset = dec_u64(h + 56);
+    uint64_t room = size - CK_HEADER_SIZE - CK_TRAILER_SIZE;
+    if (f->meta_size > room || f->table_size > room - f->meta_size ||
+        f->blob_offset < CK_HEADER_SIZE + f->meta_size + f->table_size ||
+        f->blob_offset > size - CK_TRAILER_SIZE || f->blob_offset % CK_ALIGN) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: bad section sizes in the checkpoint header", path);
+        goto fail;
+    }
+    uint64_t blob_size = size - CK_TRAILER_SIZE - f->blob_offset;
+    ck_cur c = {h + CK_HEADER_SIZE + f->meta_size, (size_t)f->table_size, 0, 0};
+    uint64_t count = cur_u64(&c);
+    if (c.bad || count > f->table_size / 16) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: bad tensor table", path);
+        goto fail;
+    }
+    f->ents = calloc(count ? count : 1, sizeof *f->ents);
+    if (!f->ents) {
+        s = gf_error_set(GF_E_NOMEM, "%s: out of memory reading the tensor table", path);
+        goto fail;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        ck_entry *en = &f->ents[i];
+        en->name_len = cur_u32(&c);
+        en->name = (const char *)cur_take(&c, en->name_len);
+        en->group = cur_u8(&c);
+        en->kind = cur_u8(&c);
+        en->ndim = cur_u16(&c);
+        if (c.bad || en->ndim < 1 || en->ndim > GF_MAX_DIMS || en->group >= CK_NGROUPS) {
+            s = gf_error_set(GF_E_CORRUPT, "%s: bad tensor table entry %llu", path,
+                             (unsigned long long)i);
+            goto fail;
+        }
+        uint64_t numel = 1;
+        for (int32_t d = 0; d < en->ndim; d++) {
+            uint64_t dim = cur_u64(&c);
+            if (dim == 0 || dim > ((uint64_t)1 << 40) || numel > (((uint64_t)1 << 62) / dim)) c.bad = 1;
+            else numel *= dim;
+            en->shape[d] = (int64_t)dim;
+        }
+        en->offset = cur_u64(&c);
+        en->nbytes = cur_u64(&c);
+        if (c.bad || en->nbytes != numel * sizeof(float) || en->offset % sizeof(float) ||
+            en->offset > blob_size || en->nbytes > blob_size - en->offset) {
+            s = gf_error_set(GF_E_CORRUPT, "%s: tensor table entry %llu (%.*s) is out of range", path,
+                             (unsigned long long)i, (int)(c.bad ? 0 : en->name_len),
+                             c.bad ? "" : en->name);
+            goto fail;
+        }
+        f->n_ents++;
+    }
+    if (c.pos != c.n) {
+        s = gf_error_set(GF_E_CORRUPT, "%s: tensor table has %zu trailing bytes", path, c.n - c.pos);
+        goto fail;
+    }
+    return GF_OK;
+fail:
+    ck_close(f);
+    return s;
+}
+
+/* Parse the metadata records into a fresh meta (owned by the caller on success). */
+static gf_status ck_read_meta(const ck_file *f, gf_ckpt_meta *m) {
+    gf_ckpt_meta_init(m);
+    m->step = f->step;
+    m->epoch = f->epoch;
+    ck_cur c = {f->base + CK_HEADER_SIZE, (size_t)f->meta_size, 0, 0};
+    gf_status s = GF_OK;
+    while (c.pos < c.n && s == GF_OK) {
+        uint32_t nn = cur_u32(&c);
+        const char *name = (const char *)cur_take(&c, nn);
+        uint64_t vn = cur_u64(&c);
+        const unsigned char *val = (c.bad || vn > c.n) ? NULL : cur_take(&c, (size_t)vn);
+        if (c.bad || !val) {
+            gf_ckpt_meta_free(m);
+            return gf_error_set(GF_E_CORRUPT, "%s: bad metadata record", f->path);
+        }
+#define IS(lit) (nn == sizeof(lit) - 1 && memcmp(name, lit, nn) == 0)
+        if (IS("recipe")) {
+            free(m->recipe);
+            if (!(m->recipe = ck_strndup((const char *)val, (size_t)vn)))
+                s = gf_error_set(GF_E_NOMEM, "%s: out of memory", f->path);
+        } else if (IS("rng")) {
+            s = gf_ckpt_meta_set_blob(&m->rng, val, (size_t)vn);
+        } else if (IS("loader")) {
+            s = gf_ckpt_meta_set_blob(&m->loader, val, (size_t)vn);
+        } else if (IS("optim")) {
+            s = gf_ckpt_meta_set_blob(&m->optim, val, (size_t)vn);
+        } else if (nn >= 3 && memcmp(name, "kv:", 3) == 0) {
+            s = meta_set_kv_n(m, name + 3, nn - 3, (const char *)val, (size_t)vn);
+        } /* unknown records: written by a later version; skip */
+#undef IS
+    }
+    if (s != GF_OK) gf_ckpt_meta_free(m);
+    return s;
+}
+
+gf_status gf_ckpt_peek(const char *path, gf_ckpt_meta *out) {
+    ck_file f;
+    GF_TRY(ck_open(path, &f));
+    gf_status s = ck_read_meta(&f, out);
+    ck_close(&f);
+    return s;
+}
+
+static int ent_is(const ck_entry *e, int g, const char *name, size_t nn) {
+    return e->group == g && e->name_len == nn && memcmp(e->name, name, nn) == 0;
+}
+
+gf_status gf_ckpt_load(const char *path, gf_params *p, gf_ckpt_meta *out) {
+    GF_ASSERT(p->allocated, "gf_ckpt_load(%s): parameter block not allocated", path);
+    ck_file f;
+    GF_TRY(ck_open(path, &f));
+    gf_status s = GF_OK;
+    const int64_t n_need = CK_NGROUPS * p->n_items;
+    /* match[g * n_items + i]: entry index for parameter i in group g */
+    int64_t *match = malloc((size_t)(n_need ? n_need : 1) * sizeof *match);
+    char *used = calloc((size_t)(f.n_ents ? f.n_ents : 1), 1);
+    if (!match || !used) {
+        s = gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    /* every model tensor present once with the same shape; the hint makes the usual
+     * (same declaration order) case linear */
+    int64_t hint = 0;
+    for (int g = 0; g < CK_NGROUPS; g++) {
+        for (int64_t i = 0; i < p->n_items; i++) {
+            const gf_param *it = p->items[i];
+            size_t nn = strlen(it->name);
+            int64_t found = -1;
+            for (int64_t k = 0; k < f.n_ents && found < 0; k++) {
+                int64_t j = (hint + k) % f.n_ents;
+                if (!used[j] && ent_is(&f.ents[j], g, it->name, nn)) found = j;
+            }
+            char want[128];
+            shape_str(want, sizeof want, it->t.ndim, it->t.shape);
+            if (found < 0) {
+                s = gf_error_set(GF_E_NOTFOUND, "%s: checkpoint lacks tensor %s%s (model expects "
+                                 "%s); was it saved from a different model or recipe?", path,
+                                 ck_group_prefix[g], it->name, want);
+                goto done;
+            }
+            const ck_entry *en = &f.ents[found];
+            int same = en->ndim == it->t.ndim;
+            for (int32_t d = 0; same && d < en->ndim; d++) same = en->shape[d] == it->t.shape[d];
+            if (!same) {
+                char have[128];
+                shape_str(have, sizeof have, en->ndim, en->shape);
+                s = gf_error_set(GF_E_INVALID, "%s: tensor %s%s has shape %s in the checkpoint, "
+                                 "model expects %s", path, ck_group_prefix[g], it->name, have, want);
+                goto done;
+            }
+            used[found] = 1;
+            match[g * p->n_items + i] = found;
+            hint = found + 1;
+        }
+    }
+    for (int64_t j = 0; j < f.n_ents; j++) {
+        if (!used[j]) {
+            const ck_entry *en = &f.ents[j];
+            s = gf_error_set(GF_E_INVALID, "%s: checkpoint holds tensor %s%.*s, which the model does "
+                             "not declare (or holds it twice)", path, ck_group_prefix[en->group],
+                             (int)en->name_len, en->name);
+            goto done;
+        }
+    }
+    gf_ckpt_meta meta;
+    if (out) {
+        s = ck_read_meta(&f, &meta);
+        if (s != GF_OK) goto done;
+    }
+    /* all verified: only now touch the caller's state */
+    float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
+    const unsigned char *blob = f.base + f.blob_offset;
+    for (int g = 0; g < CK_NGROUPS; g++)
+        for (int64_t i = 0; i < p->n_items; i++) {
+            const ck_entry *en = &f.ents[match[g * p->n_items + i]];
+            memcpy(arrays[g] + p->items[i]->offset, blob + en->offset, (size_t)en->nbytes);
+        }
+    if (out) *out = meta;
+done:
+    free(match);
+    free(used);
+    ck_close(&f);
+    return s;
+}
