@@ -9,4 +9,11 @@
 #include "gflow/threads.h"
 #include "gflow/tape.h"
 #include "gflow/ops.h"
+#include "gflow/model.h"
+#include "gflow/optim.h"
+#include "gflow/data.h"
+#include "gflow/tokenizer.h"
+#include "gflow/recipe.h"
+#include "gflow/checkpoint.h"
+#include "gflow/safetensors.h"
 #endif

@@ -1,12 +1,14 @@
 /* runner.c — gflow's single test runner; see gf_test.h.
  * Prints one line per test and, last, exactly "N passed, M failed".
- * Tests run in registration order sorted by (file, name) so output is stable. */
+ * Tests run sorted by (file, name) so output is stable, each in a forked child so a crash
+ * counts as one failure and the summary line is always printed. */
 #include "gf_test.h"
 #include "gflow/error.h"
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct { const char *suite, *name, *file; gf_test_fn fn; } test_entry;
@@ -82,16 +84,27 @@ int main(int argc, char **argv) {
         for (int p = 0; p < n_pat; p++) if (strstr(t->name, pats[p])) match = 1;
         if (!match) continue;
         if (list) { printf("%s/%s\n", t->suite, t->name); continue; }
-        cur_failed = 0;
-        cur_skipped = 0;
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        gf_error_clear();
-        t->fn();
+        fflush(stdout);
+        /* each test runs in its own process: a crash is one failed test, not a lost run */
+        pid_t pid = fork();
+        if (pid == 0) {
+            cur_failed = 0;
+            cur_skipped = 0;
+            gf_error_clear();
+            t->fn();
+            if (cur_skipped && !cur_failed) printf("SKIP  %s/%s: %s\n", t->suite, t->name, skip_reason);
+            fflush(stdout);
+            _exit(cur_failed ? 1 : cur_skipped ? 77 : 0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
         clock_gettime(CLOCK_MONOTONIC, &b);
         double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
-        if (cur_failed) { failed++; printf("FAIL  %s/%s (%d checks failed, %.0f ms)\n", t->suite, t->name, cur_failed, ms); }
-        else if (cur_skipped) { skipped++; printf("SKIP  %s/%s: %s\n", t->suite, t->name, skip_reason); }
+        if (WIFSIGNALED(st)) { failed++; printf("FAIL  %s/%s (crashed: signal %d, %.0f ms)\n", t->suite, t->name, WTERMSIG(st), ms); }
+        else if (WEXITSTATUS(st) == 77) skipped++;
+        else if (WEXITSTATUS(st) != 0) { failed++; printf("FAIL  %s/%s (%.0f ms)\n", t->suite, t->name, ms); }
         else { passed++; printf("ok    %s/%s (%.0f ms)\n", t->suite, t->name, ms); }
         fflush(stdout);
     }

@@ -57,7 +57,8 @@ typedef struct gf_lm {
 
 /* Optional outputs of a forward pass. */
 typedef struct gf_lm_out {
-    gf_tensor *logits;        /* (B, L, V) */
+    int want_logits;          /* in: keep the (B, L, V) logits (else the fused chunked head is used) */
+    gf_tensor *logits;        /* out: (B, L, V) when want_logits */
     double nll_sum;           /* Σ NLL over predicted tokens (double) */
     int64_t n_tokens;         /* predicted tokens */
     gf_tensor **hidden;       /* if non-NULL: n_layers + 1 slots, h after embeddings and each block */

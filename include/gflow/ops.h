@@ -50,6 +50,11 @@ gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
  * the sum of NLL (double) and the count are also stored for perplexity. */
 gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets,
                             int32_t ignore_index, double *nll_sum, int64_t *n_counted);
+/* Fused tied head + cross-entropy: loss = mean over counted rows of CE(h Eᵀ, target), h (..., D),
+ * E (V, D). Never holds more than one (512, V) chunk of logits; same value as
+ * gf_cross_entropy(gf_linear(h, E, NULL), ...). */
+gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
+                      double *nll_sum, int64_t *n_counted);
 /* Inverted dropout with keep-probability 1-p; identity when !ctx->training or p == 0. */
 gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p);
 /* concatenate along the last dim: (rows, Da), (rows, Db) -> (rows, Da+Db) */

@@ -30,6 +30,7 @@
 
 #include "gflow/data.h"       /* gf_dataset, gf_split */
 #include "gflow/error.h"
+#include "gflow/model.h"
 #include "gflow/optim.h"      /* gf_schedule_kind, gf_adamw_cfg, gf_schedule_cfg */
 #include "gflow/tokenizer.h"  /* gf_tokenizer_kind, gf_spm_model_type */
 
@@ -41,8 +42,8 @@ typedef struct gf_int_list {
     int64_t v[GF_RECIPE_LIST_MAX]; /* (n) used, rest zero */
 } gf_int_list;
 
-typedef enum gf_model_family { GF_FAMILY_GRASSMANN = 0, GF_FAMILY_TRANSFORMER = 1 } gf_model_family;
-typedef enum gf_block_kind { GF_BLOCK_POST_LN = 0, GF_BLOCK_PRE_LN = 1 } gf_block_kind;
+/* family and block kinds are the model's own enums (gflow/model.h) */
+typedef gf_family gf_model_family;
 typedef enum gf_nonfinite_policy { GF_NONFINITE_STOP = 0, GF_NONFINITE_SKIP = 1 } gf_nonfinite_policy;
 
 /* Plain data: zero-filled strings and padding, so memcmp/memcpy work. */

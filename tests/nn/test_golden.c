@@ -85,10 +85,16 @@ static void run_fixture(const char *variant) {
 
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
-    gf_lm_out out = {0};
+    /* logits through the plain head (no grad), loss and grads through the fused chunked head;
+     * both heads' losses must agree with the reference */
+    gf_lm_out out = {.want_logits = 1};
+    gf_ctx_set_grad(&ctx, 0);
+    gf_tensor *loss_plain = gf_lm_forward(&m, &ctx, tok->data, B, L, &out);
+    gf_ctx_set_grad(&ctx, 1);
     gf_params_zero_grad(&m.params);
-    gf_tensor *loss = gf_lm_forward(&m, &ctx, tok->data, B, L, &out);
+    gf_tensor *loss = gf_lm_forward(&m, &ctx, tok->data, B, L, NULL);
     gf_tape_backward(&ctx, loss);
+    GF_CHECK_NEAR(loss_plain->data[0], ((const float *)ls->data)[0], 0, 1e-5);
 
     const float *ref_logits = lg->data;
     double worst_logit = 0;

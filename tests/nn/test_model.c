@@ -58,7 +58,7 @@ GF_TEST(unit, model_causal_both_families) {
         gf_ctx_init(&ctx, 0, NULL);
         int32_t w[11];
         for (int i = 0; i < 11; i++) w[i] = (int32_t)((i * 7 + 3) % 37);
-        gf_lm_out o1 = {0}, o2 = {0};
+        gf_lm_out o1 = {.want_logits = 1}, o2 = {.want_logits = 1};
         gf_lm_forward(&m, &ctx, w, 1, 10, &o1);
         float l1[370];
         memcpy(l1, o1.logits->data, sizeof l1);

@@ -1,0 +1,112 @@
+/* head_ce.c — fused tied LM head + softmax cross-entropy, chunked over rows.
+ *
+ * loss = (1/C) Σ_{i counted} [ lse_i - l_{i,t_i} ],  l_i = E h_i  (h (N, D), E (V, D), logits (N, V))
+ *
+ * The plain path (gf_linear + gf_cross_entropy) keeps the (N, V) logits and their (N, V)
+ * gradient: 2 × 500 MB at the paper's N = 4096, V = 30,522. Here rows are processed in
+ * chunks of GF_HEAD_CHUNK: the chunk's logits are computed, turned into probabilities in
+ * place, and — when a gradient is needed — the chunk's contribution to dh and dE is computed
+ * right away, so only one (chunk, V) buffer exists at any time. With upstream gradient u
+ * (the backward seed, normally 1):
+ *   dl_ij = u (p_ij - [j = t_i]) / C      (0 for ignored rows)
+ *   dh    += dl · E        (N, D)          dE += dlᵀ · h      (V, D)
+ * Forward computes both products with u = 1 into buffers saved on the node; backward only
+ * scales them by u and adds: dh and dE are exact linear functions of u.
+ */
+#include "op_util.h"
+#include <cblas.h>
+#include <math.h>
+
+#define GF_HEAD_CHUNK 512
+
+/* backward: h.grad += u * dh ; E.grad += u * dE */
+static void head_ce_backward(gf_ctx *ctx, gf_node *n) {
+    (void)ctx;
+    gf_tensor *h = n->in[0], *E = n->in[1];
+    float u = n->out->grad[0];
+    const float *dh = n->saved, *dE = n->aux;
+    int64_t nh = gf_tensor_numel(h), ne = gf_tensor_numel(E);
+    if (gf_needs_grad(h)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < nh; i++) h->grad[i] += u * dh[i];
+    }
+    if (gf_needs_grad(E)) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < ne; i++) E->grad[i] += u * dE[i];
+    }
+}
+
+gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
+                      double *nll_sum, int64_t *n_counted) {
+    double t0 = gf_prof_begin(ctx);
+    int64_t N = gf_tensor_rows(h), D = gf_tensor_cols(h), V = E->shape[0];
+    GF_ASSERT(E->ndim == 2 && E->shape[1] == D, "head_ce: E must be (V, %lld)", (long long)D);
+    int grad = ctx->grad_enabled && (gf_needs_grad(h) || gf_needs_grad(E));
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (targets[i] == ignore_index) continue;
+        GF_ASSERT(targets[i] >= 0 && targets[i] < V, "head_ce: target %d at row %lld outside [0, %lld)", targets[i],
+                  (long long)i, (long long)V);
+        cnt++;
+    }
+    float inv = cnt ? 1.0f / (float)cnt : 0.0f;
+    int64_t CH = N < GF_HEAD_CHUNK ? N : GF_HEAD_CHUNK;
+    float *buf = gf_arena_floats(&ctx->arena, CH * V);                          // (CH, V)
+    double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
+    float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
+    float *dE = grad ? gf_arena_calloc(&ctx->arena, (size_t)(V * D) * sizeof(float)) : NULL; // (V, D)
+    int iD = gf_blas_int(D), iV = gf_blas_int(V);
+
+    for (int64_t c0 = 0; c0 < N; c0 += CH) {
+        int64_t n = N - c0 < CH ? N - c0 : CH;
+        const float *hc = h->data + c0 * D;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(n), iV, iD, 1.0f, hc, iD, E->data, iD, 0.0f,
+                    buf, iV);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n; r++) {
+            float *l = buf + r * V;
+            int32_t t = targets[c0 + r];
+            if (t == ignore_index) {
+                nll[c0 + r] = 0.0;
+                if (grad) memset(l, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            float m = l[0];
+            for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
+            float lt = l[t];
+            double s = 0.0;
+            for (int64_t j = 0; j < V; j++) { l[j] = expf(l[j] - m); s += l[j]; }
+            nll[c0 + r] = (double)m + log(s) - (double)lt;
+            if (grad) {
+                float sc = (float)(1.0 / s) * inv;
+                for (int64_t j = 0; j < V; j++) l[j] *= sc;
+                l[t] -= inv;
+            }
+        }
+        if (grad) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(n), iD, iV, 1.0f, buf, iV, E->data, iD,
+                        0.0f, dh + c0 * D, iD);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iV, iD, gf_blas_int(n), 1.0f, buf, iV, hc, iD, 1.0f,
+                        dE, iD);
+        }
+    }
+    double tot = 0.0;
+    for (int64_t i = 0; i < N; i++) tot += nll[i]; /* serial: fixed order */
+    int64_t one = 1;
+    gf_tensor *y = gf_tensor_new(ctx, 1, &one);
+    y->data[0] = cnt ? (float)(tot / (double)cnt) : 0.0f;
+    if (nll_sum) *nll_sum = tot;
+    if (n_counted) *n_counted = cnt;
+    if (grad) {
+        gf_tensor *in[2] = {h, E};
+        gf_node *nd = gf_tape_record(ctx, GF_OP_head_ce, y, 2, in);
+        nd->saved = dh;
+        nd->aux = dE;
+    } else {
+        y->name = "head_ce";
+    }
+    gf_prof_end(ctx, GF_FAM_GEMM, t0);
+    return y;
+}
+
+const gf_op_def gf_op_head_ce = {"head_ce", GF_FAM_GEMM, head_ce_backward};
