@@ -5,7 +5,15 @@
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } gf_command;
 
 static const gf_command commands[] = {
+    {"train", gf_cmd_train, "train a model from a recipe, or resume a run"},
+    {"eval", gf_cmd_eval, "evaluate a run's checkpoint on a split (perplexity / accuracy)"},
+    {"compare", gf_cmd_compare, "table and plot comparing runs"},
+    {"sample", gf_cmd_sample, "generate text from a language-model run"},
+    {"info", gf_cmd_info, "parameter count and per-tensor table of a recipe or checkpoint"},
+    {"export", gf_cmd_export, "write a checkpoint's weights as safetensors"},
+    {"data", gf_cmd_data, "fetch and verify data sets (gflow data fetch wikitext2|snli)"},
     {"selftest", gf_cmd_selftest, "train a tiny model on synthetic data end to end (core demo)"},
+    {"bench", gf_cmd_bench, "time training steps of a recipe's model on random tokens (tokens/s, MFU, RSS)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,46 @@
+/* gflow/train.h — the training loop, evaluation and run directories.
+ *
+ * A run lives in <out_dir>/<name>/: recipe.ini (resolved), metrics.tsv (append-only,
+ * deterministic: no timings, so an interrupted-and-resumed run writes the same bytes as an
+ * uninterrupted one), speed.tsv (timings), last.ckpt, best.ckpt, summary.tsv (written at the end).
+ *
+ * metrics.tsv columns: step  epoch  split  loss  ppl  ppl_word  acc  lr  gnorm
+ *   split "train": loss of that step's batch; lr and gnorm of the step
+ *   split "valid"/"test": evaluation over the split (or eval_batches batches of it);
+ *   ppl_word only for full WikiText-2 splits; acc only for SNLI. Missing values are "-".
+ */
+#ifndef GFLOW_TRAIN_H
+#define GFLOW_TRAIN_H
+
+#include "gflow/recipe.h"
+
+typedef struct gf_train_opts {
+    const char *resume_dir;  /* resume from <dir>/last.ckpt (recipe taken from the checkpoint) */
+    int64_t stop_after;      /* > 0: save last.ckpt and stop once this many steps are done (resume test) */
+    int quiet;               /* no progress lines */
+    int overwrite;           /* allow a fresh run into an existing directory (replaces its files) */
+    volatile int *stop_flag; /* set asynchronously (e.g. by a SIGINT handler): save and stop */
+} gf_train_opts;
+
+/* Train per recipe (or resume). On success the run directory holds the final checkpoint
+ * and summary. *interrupted is set when SIGINT/SIGTERM or stop_after ended the run early
+ * (last.ckpt is then consistent and `--resume` continues it). */
+gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrupted);
+
+/* Evaluation results of one split. */
+typedef struct gf_eval_result {
+    double loss;         /* mean NLL per predicted token (LM) or per example (NLI) */
+    double ppl;          /* exp(loss) (LM) */
+    double ppl_word;     /* exp(total NLL / words) for full WikiText-2 splits, else NAN */
+    int64_t n_tokens;    /* predicted tokens (LM) or examples (NLI) */
+    double acc;          /* NLI accuracy, else NAN */
+    int64_t confusion[3][3]; /* NLI: [gold][pred] */
+} gf_eval_result;
+
+/* Evaluate a run's checkpoint ("best" or "last") on a split (NULL: the recipe's eval split). */
+gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *split, gf_eval_result *res);
+
+/* Open a checkpoint and its recipe without data: used by info, export, sample. */
+gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char *path, size_t cap);
+
+#endif

@@ -1,0 +1,198 @@
+/* cmd_bench.c — `gflow bench RECIPE`: time full training steps on random tokens.
+ *
+ * A step is what the trainer does: zero grads, forward (dropout on), backward, global-norm
+ * clipping, AdamW, arena reset. After --warmup untimed steps, --steps steps are timed and
+ * split by phase (forward / backward / optimizer) and, with ctx->profile, by op family
+ * (GEMM, Plücker, attention, elementwise). The head_ce op computes the tied head's backward
+ * GEMMs (dh, dE) during forward, so those FLOPs show up in the forward phase and in the
+ * GEMM family's forward column; its backward only scales and adds.
+ * MFU is measured against a large cblas_sgemm timed in the same process (same BLAS, same
+ * threads, same environment), FLOPs are 3 × gf_lm_flops_per_token × tokens (backward = 2 ×
+ * forward). Output is `key: value` lines so tools/bench.sh can parse it.
+ */
+#include "cli.h"
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define BENCH_MAX_SETS 64
+
+static void help(void) {
+    printf("usage: gflow bench RECIPE [--steps N] [--warmup W] [--threads T] [--seq-len L] [--batch B]\n"
+           "                         [--set section.key=value]... [--no-profile] [--peak-n N]\n"
+           "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
+           "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
+           "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
+           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n");
+}
+
+static void model_cfg_from_recipe(const gf_recipe *r, gf_model_cfg *c) {
+    gf_model_cfg_default(c);
+    c->family = r->model.family;
+    c->block = r->model.block;
+    c->vocab = r->tokenizer.vocab_size;
+    c->d_model = r->model.d_model;
+    c->d_ff = r->model.d_ff;
+    c->n_layers = r->model.n_layers;
+    c->max_len = r->model.max_len;
+    c->dropout = (float)r->model.dropout;
+    c->ln_eps = (float)r->model.ln_eps;
+    c->init_std = (float)r->model.init_std;
+    c->r = r->model.r;
+    c->n_offsets = (int32_t)r->model.offsets.n;
+    for (int64_t i = 0; i < r->model.offsets.n && i < GF_MAX_OFFSETS; i++) c->offsets[i] = r->model.offsets.v[i];
+    c->n_schedule = (int32_t)r->model.offset_schedule.n;
+    for (int64_t i = 0; i < r->model.offset_schedule.n && i < GF_MAX_LAYERS; i++)
+        c->offset_schedule[i] = r->model.offset_schedule.v[i];
+    c->eps = (float)r->model.eps;
+    c->normalize = r->model.normalize;
+    c->gate = r->model.gate;
+    c->plucker = r->model.plucker;
+    c->heads = r->model.heads;
+}
+
+/* best-of-reps GFLOPS of C (n, n) = A (n, n) · Bᵀ, row-major, like the model's linear layers */
+static double sgemm_peak(int n) {
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
+    if (!a || !b || !c) { free(a); free(b); free(c); return 0.0; }
+    for (size_t i = 0; i < nn; i++) { a[i] = (float)(i % 17) * 0.01f; b[i] = (float)(i % 13) * 0.01f; }
+    double best = 1e30;
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = gf_time_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = gf_time_now() - t0;
+        if (rep > 0 && dt < best) best = dt; /* first call warms up threads and pages */
+    }
+    free(a); free(b); free(c);
+    return 2.0 * (double)n * (double)n * (double)n / best * 1e-9;
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss; /* KiB on Linux */
+}
+
+int gf_cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    const char *sets[BENCH_MAX_SETS];
+    int64_t n_sets = 0, steps = 5, warmup = 2, L = 0, B = 0;
+    int threads = -1, profile = 1, peak_n = 2048;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
+        else if (!strcmp(a, "--steps") && has) steps = atoll(argv[++i]);
+        else if (!strcmp(a, "--warmup") && has) warmup = atoll(argv[++i]);
+        else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--seq-len") && has) L = atoll(argv[++i]);
+        else if (!strcmp(a, "--batch") && has) B = atoll(argv[++i]);
+        else if (!strcmp(a, "--peak-n") && has) peak_n = atoi(argv[++i]);
+        else if (!strcmp(a, "--no-profile")) profile = 0;
+        else if (!strcmp(a, "--set") && has) {
+            if (n_sets == BENCH_MAX_SETS) { fprintf(stderr, "gflow bench: too many --set\n"); return GF_EXIT_USAGE; }
+            sets[n_sets++] = argv[++i];
+        } else if (a[0] != '-' && !path) path = a;
+        else { fprintf(stderr, "gflow bench: unknown or incomplete option '%s'\n", a); help(); return GF_EXIT_USAGE; }
+    }
+    if (!path) { fprintf(stderr, "gflow bench: a recipe file is required\n"); help(); return GF_EXIT_USAGE; }
+    if (steps < 1 || warmup < 0) { fprintf(stderr, "gflow bench: --steps must be >= 1, --warmup >= 0\n"); return GF_EXIT_USAGE; }
+    if (peak_n < 0) { fprintf(stderr, "gflow bench: --peak-n must be >= 0\n"); return GF_EXIT_USAGE; }
+
+    gf_recipe *rc = calloc(1, sizeof *rc);
+    if (!rc) { fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
+    gf_status s = gf_recipe_load(path, sets, n_sets, rc);
+    if (s) { free(rc); return gf_cli_fail(s); }
+    if (L <= 0) L = rc->data.seq_len;
+    if (B <= 0) B = rc->train.batch_size;
+    if (threads < 0) threads = (int)rc->run.threads;
+    gf_threads_set(threads);
+    gf_model_cfg cfg;
+    model_cfg_from_recipe(rc, &cfg);
+    if (cfg.max_len < L) cfg.max_len = L; /* --seq-len beyond the recipe's max_len grows the position table */
+    gf_adamw_cfg acfg;
+    gf_schedule_cfg scfg;
+    gf_recipe_optim_cfg(rc, &acfg, &scfg);
+    double lr = scfg.lr, clip = rc->optim.clip > 0 ? rc->optim.clip : 1.0; /* always pay for the norm */
+    uint64_t seed = (uint64_t)rc->run.seed;
+    free(rc);
+
+    double peak = peak_n > 0 ? sgemm_peak(peak_n) : 0.0;
+
+    gf_lm *m = calloc(1, sizeof *m);
+    if (!m) { fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
+    s = gf_lm_init(m, &cfg);
+    if (s) { free(m); return gf_cli_fail(s); }
+    gf_rng rng;
+    gf_rng_seed(&rng, seed);
+    gf_lm_init_weights(m, &rng);
+    gf_adamw_state ast;
+    gf_adamw_reset(&m->params, &ast);
+    int32_t *win = malloc((size_t)(B * (L + 1)) * sizeof(int32_t)); // (B, L+1)
+    if (!win) { gf_lm_free(m); free(m); fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, (size_t)64 << 20, &rng);
+    ctx.training = 1;
+
+    double t_fwd = 0, t_bwd = 0, t_opt = 0, loss_last = 0;
+    int64_t mallocs_before = 0;
+    for (int64_t it = 0; it < warmup + steps; it++) {
+        int timed = it >= warmup;
+        if (it == warmup) {
+            memset(&ctx.prof, 0, sizeof ctx.prof);
+            mallocs_before = ctx.arena.n_chunk_allocs;
+        }
+        ctx.profile = timed && profile;
+        for (int64_t i = 0; i < B * (L + 1); i++) win[i] = (int32_t)gf_rng_below(&rng, (uint64_t)cfg.vocab);
+        double t0 = gf_time_now();
+        gf_params_zero_grad(&m->params);
+        gf_tensor *loss = gf_lm_forward(m, &ctx, win, B, L, NULL);
+        double t1 = gf_time_now();
+        gf_tape_backward(&ctx, loss);
+        double t2 = gf_time_now();
+        gf_clip_grad_norm(&m->params, clip);
+        gf_adamw_step(&m->params, &ast, &acfg, lr);
+        loss_last = loss->data[0];
+        gf_ctx_reset(&ctx);
+        double t3 = gf_time_now();
+        if (timed) { t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; }
+    }
+    int64_t mallocs = ctx.arena.n_chunk_allocs - mallocs_before;
+    double total = t_fwd + t_bwd + t_opt, per = total / (double)steps;
+    double tok = (double)(B * L), fpt = gf_lm_flops_per_token(&cfg, L);
+    double gflops = 3.0 * fpt * tok / per * 1e-9;
+
+    printf("bench: %s family=%s block=%s layers=%lld d=%lld V=%lld L=%lld B=%lld threads=%d\n", path,
+           gf_family_name(cfg.family), gf_block_name(cfg.block), (long long)cfg.n_layers, (long long)cfg.d_model,
+           (long long)cfg.vocab, (long long)L, (long long)B, gf_threads_get());
+    printf("params: %lld\n", (long long)m->params.n);
+    printf("steps: %lld (after %lld warmup)\n", (long long)steps, (long long)warmup);
+    printf("loss_last: %.4f\n", loss_last);
+    printf("tokens_per_s: %.1f\n", tok / per);
+    printf("ms_per_step: %.1f\n", 1e3 * per);
+    printf("ms_forward: %.1f\n", 1e3 * t_fwd / (double)steps);
+    printf("ms_backward: %.1f\n", 1e3 * t_bwd / (double)steps);
+    printf("ms_optimizer: %.1f\n", 1e3 * t_opt / (double)steps);
+    if (profile) {
+        for (int f = 0; f < GF_FAM_COUNT; f++)
+            printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
+                   1e3 * ctx.prof.fwd_s[f] / (double)steps, 1e3 * ctx.prof.bwd_s[f] / (double)steps);
+    }
+    printf("flops_per_token_fwd: %.4g\n", fpt);
+    printf("flops_per_step_train: %.4g\n", 3.0 * fpt * tok);
+    printf("achieved_gflops: %.1f\n", gflops);
+    if (peak > 0) {
+        printf("sgemm_peak_gflops: %.1f (%d^3)\n", peak, peak_n);
+        printf("mfu_pct: %.1f\n", 100.0 * gflops / peak);
+    }
+    printf("arena_mb: %.1f\n", (double)gf_arena_capacity(&ctx.arena) / 1048576.0);
+    printf("arena_mallocs_timed: %lld\n", (long long)mallocs);
+    printf("peak_rss_mb: %.1f\n", (double)peak_rss_kib() / 1024.0);
+    gf_ctx_free(&ctx);
+    free(win);
+    gf_lm_free(m);
+    free(m);
+    return GF_EXIT_OK;
+}

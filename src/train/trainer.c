@@ -1,0 +1,386 @@
+/* trainer.c — the training loop: batches, AdamW steps, evaluation, checkpoints, metrics.
+ *
+ * Determinism: given the seed and the thread count a run is bitwise reproducible, and a run
+ * stopped at any checkpoint and resumed writes the same metrics.tsv bytes and weights as an
+ * uninterrupted one. The checkpoint carries everything the loop's future depends on: weights,
+ * AdamW m/v and step, the loader position (with its shuffle RNG), the dropout RNG, the trainer
+ * state below (best validation, early-stop counter, metrics.tsv length to truncate back to).
+ */
+#include "session.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* POD stored in the checkpoint's optim blob */
+typedef struct gf_train_state {
+    gf_adamw_state adamw;
+    int64_t step;             /* optimizer steps done */
+    int64_t epoch;            /* 0-based epoch of the next batch */
+    double best_val;          /* best full-split validation loss so far (INFINITY: none) */
+    int64_t best_step, best_epoch;
+    int64_t evals_since_best;
+    int64_t metrics_bytes;    /* metrics.tsv length when this state was saved */
+    int64_t tokens_seen;
+    double train_seconds;     /* wall time in training steps, across resumes */
+    int32_t finished, pad_;
+} gf_train_state;
+
+typedef struct trainer {
+    gf_session s;
+    gf_train_state st;
+    gf_lm_loader *ld;
+    int32_t *batch;           // (B, L+1)
+    FILE *metrics, *speed;
+    char dir[1024];
+    int64_t B, L, spe, total;
+    gf_adamw_cfg adamw;
+    gf_schedule_cfg sched;
+    char *recipe_text;
+    int log;
+} trainer;
+
+static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s", t->dir, name);
+}
+
+static gf_status mkdir_p(const char *dir) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
+    return GF_OK;
+}
+
+static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
+    if (isnan(v)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, fmt, v);
+}
+
+static void metrics_line(trainer *t, const char *split, double loss, double ppl, double ppl_word, double acc,
+                         double lr, double gnorm) {
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    fmt_num(a, sizeof a, loss, "%.6f");
+    fmt_num(b, sizeof b, ppl, "%.4f");
+    fmt_num(c, sizeof c, ppl_word, "%.4f");
+    fmt_num(d, sizeof d, acc, "%.5f");
+    fmt_num(e, sizeof e, lr, "%.6e");
+    fmt_num(f, sizeof f, gnorm, "%.6f");
+    fprintf(t->metrics, "%lld\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)t->st.step, (long long)t->st.epoch,
+            split, a, b, c, d, e, f);
+    fflush(t->metrics);
+}
+
+static gf_status save_ckpt(trainer *t, const char *name) {
+    fflush(t->metrics);
+    t->st.metrics_bytes = (int64_t)ftell(t->metrics);
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    m.step = t->st.step;
+    m.epoch = t->st.epoch;
+    gf_loader_state ls;
+    gf_lm_loader_get_state(t->ld, &ls);
+    gf_status st = gf_ckpt_meta_set_recipe(&m, t->recipe_text);
+    if (!st) st = gf_ckpt_meta_set_blob(&m.rng, &t->s.rng, sizeof t->s.rng);
+    if (!st) st = gf_ckpt_meta_set_blob(&m.loader, &ls, sizeof ls);
+    if (!st) st = gf_ckpt_meta_set_blob(&m.optim, &t->st, sizeof t->st);
+    if (!st) st = gf_ckpt_meta_set_kv(&m, "tokenizer", gf_tokenizer_key(t->s.tok));
+    char vb[32];
+    snprintf(vb, sizeof vb, "%lld", (long long)gf_tokenizer_vocab_size(t->s.tok));
+    if (!st) st = gf_ckpt_meta_set_kv(&m, "vocab", vb);
+    char path[1100];
+    path_in(t, name, path, sizeof path);
+    if (!st) st = gf_ckpt_save(path, t->s.params, &m);
+    gf_ckpt_meta_free(&m);
+    return st;
+}
+
+static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
+    GF_TRY(mkdir_p(t->dir));
+    char mpath[1100], cpath[1100], rpath[1100], spath[1100];
+    path_in(t, "metrics.tsv", mpath, sizeof mpath);
+    path_in(t, "last.ckpt", cpath, sizeof cpath);
+    path_in(t, "recipe.ini", rpath, sizeof rpath);
+    path_in(t, "speed.tsv", spath, sizeof spath);
+    if (!o->resume_dir) {
+        if (!o->overwrite && (access(cpath, F_OK) == 0 || access(mpath, F_OK) == 0))
+            return gf_error_set(GF_E_INVALID,
+                                "run directory %s already holds a run: continue it with `gflow train --resume %s`, "
+                                "or pick another name (--set run.name=...), or pass --overwrite",
+                                t->dir, t->dir);
+        char bpath[1100];
+        path_in(t, "best.ckpt", bpath, sizeof bpath);
+        remove(cpath);
+        remove(bpath);
+        FILE *f = fopen(rpath, "w");
+        if (!f || fputs(t->recipe_text, f) < 0 || fclose(f) != 0)
+            return gf_error_set(GF_E_IO, "%s: cannot write: %s", rpath, strerror(errno));
+        t->metrics = fopen(mpath, "w");
+        t->speed = fopen(spath, "w");
+        if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot create: %s", mpath, strerror(errno));
+        fprintf(t->metrics, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n");
+        fprintf(t->speed, "step\tms_per_step\ttokens_per_s\n");
+        return GF_OK;
+    }
+    /* resume: metrics.tsv is cut back to what the checkpoint had seen */
+    if (truncate(mpath, (off_t)t->st.metrics_bytes) != 0)
+        return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
+                            (long long)t->st.metrics_bytes, strerror(errno));
+    t->metrics = fopen(mpath, "a");
+    t->speed = fopen(spath, "a");
+    if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot open: %s", mpath, strerror(errno));
+    return GF_OK;
+}
+
+/* Name the first parameter whose gradient is not finite. */
+static const char *first_nonfinite_grad(const gf_params *p) {
+    for (int64_t i = 0; i < p->n_items; i++) {
+        const gf_param *q = p->items[i];
+        int64_t n = gf_tensor_numel(&q->t);
+        for (int64_t j = 0; j < n; j++)
+            if (!isfinite(q->t.grad[j])) return q->name;
+    }
+    return NULL;
+}
+
+static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {
+    GF_TRY(gf_session_eval(&t->s, GF_SPLIT_VALID, full ? 0 : t->s.r.train.eval_batches, res));
+    metrics_line(t, "valid", res->loss, res->ppl, res->ppl_word, res->acc, NAN, NAN);
+    if (t->log)
+        fprintf(stderr, "eval  step %lld | epoch %lld | valid loss %.4f | ppl %.2f%s\n", (long long)t->st.step,
+                (long long)t->st.epoch + 1, res->loss, res->ppl, full ? "" : " (partial)");
+    return GF_OK;
+}
+
+/* full evaluations decide best.ckpt and early stopping */
+static gf_status note_full_eval(trainer *t, const gf_eval_result *res, int *stop_early) {
+    if (res->loss < t->st.best_val) {
+        t->st.best_val = res->loss;
+        t->st.best_step = t->st.step;
+        t->st.best_epoch = t->st.epoch;
+        t->st.evals_since_best = 0;
+        GF_TRY(save_ckpt(t, "best.ckpt"));
+    } else {
+        t->st.evals_since_best++;
+    }
+    int64_t pat = t->s.r.train.early_stop_patience;
+    if (pat > 0 && t->st.evals_since_best >= pat) *stop_early = 1;
+    return GF_OK;
+}
+
+static void fmt_eta(char *buf, size_t cap, double s) {
+    if (!isfinite(s) || s < 0) { snprintf(buf, cap, "?"); return; }
+    long h = (long)(s / 3600), m = (long)(fmod(s, 3600) / 60), sec = (long)fmod(s, 60);
+    if (h) snprintf(buf, cap, "%ldh%02ldm", h, m);
+    else snprintf(buf, cap, "%ldm%02lds", m, sec);
+}
+
+static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_eval_result *test) {
+    char path[1100];
+    path_in(t, "summary.tsv", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (!f) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
+    const gf_recipe *r = &t->s.r;
+    fprintf(f, "key\tvalue\n");
+    fprintf(f, "run\t%s\nfamily\t%s\nblock\t%s\nparams\t%lld\n", r->run.name, gf_family_name(r->model.family),
+            gf_block_name(r->model.block), (long long)t->s.params->n);
+    fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
+            (long long)gf_tokenizer_vocab_size(t->s.tok), (long long)t->st.step, (long long)t->st.epoch);
+    fprintf(f, "best_val_loss\t%.6f\nbest_val_ppl\t%.4f\nbest_step\t%lld\nbest_epoch\t%lld\n", t->st.best_val,
+            exp(t->st.best_val), (long long)t->st.best_step, (long long)t->st.best_epoch + 1);
+    fprintf(f, "val_ppl_word\t%.4f\n", val->ppl_word);
+    fprintf(f, "test_loss\t%.6f\ntest_ppl\t%.4f\ntest_ppl_word\t%.4f\n", test->loss, test->ppl, test->ppl_word);
+    fprintf(f, "tokens_per_s\t%.1f\ntrain_seconds\t%.1f\nthreads\t%d\n",
+            t->st.train_seconds > 0 ? (double)t->st.tokens_seen / t->st.train_seconds : 0.0, t->st.train_seconds,
+            gf_threads_get());
+    if (fclose(f) != 0) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
+    return GF_OK;
+}
+
+static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
+    const gf_recipe *r = &t->s.r;
+    t->B = r->train.batch_size;
+    t->L = r->data.seq_len;
+    GF_TRY(gf_session_load_split(&t->s, GF_SPLIT_TRAIN, t->log));
+    GF_TRY(gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log));
+    GF_TRY(gf_lm_loader_new(&t->ld, t->s.ids[GF_SPLIT_TRAIN].data, t->s.ids[GF_SPLIT_TRAIN].n, t->L, 1, 0,
+                            (uint64_t)r->run.seed));
+    int64_t nw = gf_lm_loader_n_windows(t->ld);
+    t->spe = (nw + t->B - 1) / t->B;
+    t->total = r->train.epochs * t->spe;
+    if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
+    gf_recipe_optim_cfg(r, &t->adamw, &t->sched);
+    t->batch = malloc((size_t)(t->B * (t->L + 1)) * sizeof(int32_t));
+    if (!t->batch) return gf_error_set(GF_E_NOMEM, "batch buffer");
+
+    if (o->resume_dir) {
+        char cpath[1100];
+        path_in(t, "last.ckpt", cpath, sizeof cpath);
+        gf_ckpt_meta m;
+        gf_ckpt_meta_init(&m);
+        gf_status st = gf_ckpt_load(cpath, t->s.params, &m);
+        if (!st && (m.optim.size != sizeof t->st || m.loader.size != sizeof(gf_loader_state) ||
+                    m.rng.size != sizeof t->s.rng))
+            st = gf_error_set(GF_E_CORRUPT, "%s: trainer state blobs have unexpected sizes (written by another "
+                              "gflow version?)", cpath);
+        if (!st) {
+            memcpy(&t->st, m.optim.data, sizeof t->st);
+            memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
+            st = gf_lm_loader_set_state(t->ld, (const gf_loader_state *)m.loader.data);
+            if (st) gf_error_wrap(st, "%s: loader state: ", cpath);
+        }
+        gf_ckpt_meta_free(&m);
+        GF_TRY(st);
+        if (t->log)
+            fprintf(stderr, "resume: %s at step %lld (epoch %lld)\n", cpath, (long long)t->st.step,
+                    (long long)t->st.epoch + 1);
+    } else {
+        gf_adamw_reset(t->s.params, &t->st.adamw);
+        t->st.best_val = INFINITY;
+        t->st.best_step = t->st.best_epoch = -1;
+    }
+    GF_TRY(open_run_dir(t, o));
+    if (t->st.finished) {
+        if (t->log) fprintf(stderr, "run %s already finished (%lld steps)\n", t->dir, (long long)t->st.step);
+        return GF_OK;
+    }
+    if (t->log)
+        fprintf(stderr, "train: %lld windows of %lld tokens, %lld steps/epoch, %lld steps, batch %lld, %d threads\n",
+                (long long)nw, (long long)t->L + 1, (long long)t->spe, (long long)t->total, (long long)t->B,
+                gf_threads_get());
+
+    double t_start = gf_time_now(), t_steps = 0.0;
+    int64_t steps_here = 0;
+    int stop_early = 0;
+    t->s.ctx.training = 1;
+    while (t->st.step < t->total && !stop_early) {
+        if (o->stop_flag && *o->stop_flag) { *interrupted = 1; break; }
+        if (o->stop_after > 0 && t->st.step >= o->stop_after) { *interrupted = 1; break; }
+        int64_t rows = 0;
+        GF_TRY(gf_lm_loader_next(t->ld, t->batch, t->B, &rows));
+        if (rows == 0) GF_TRY(gf_lm_loader_next(t->ld, t->batch, t->B, &rows)); /* epoch rolled over */
+        double t0 = gf_time_now();
+        double lr = gf_schedule_lr(&t->sched, t->st.step, t->spe, t->spe * r->train.epochs);
+        gf_params_zero_grad(t->s.params);
+        gf_tensor *loss = gf_lm_forward(&t->s.lm, &t->s.ctx, t->batch, rows, t->L, NULL);
+        float lv = loss->data[0];
+        gf_tape_backward(&t->s.ctx, loss);
+        gf_ctx_reset(&t->s.ctx);
+        double gn = gf_clip_grad_norm(t->s.params, r->optim.clip);
+        if (!isfinite(lv) || !isfinite(gn)) {
+            const char *bad = !isfinite(lv) ? "the loss" : first_nonfinite_grad(t->s.params);
+            if (r->train.nonfinite == GF_NONFINITE_STOP)
+                return gf_error_set(GF_E_NONFINITE,
+                                    "step %lld: non-finite value in %s (loss %g, grad norm %g); stopped, the last "
+                                    "checkpoint in %s is intact ([train] nonfinite = skip skips such steps)",
+                                    (long long)t->st.step + 1, bad ? bad : "a gradient", (double)lv, gn, t->dir);
+            if (t->log)
+                fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n",
+                        (long long)t->st.step + 1, bad ? bad : "a gradient");
+            t->st.step++;
+            metrics_line(t, "train", lv, NAN, NAN, NAN, lr, gn);
+            continue;
+        }
+        gf_adamw_step(t->s.params, &t->st.adamw, &t->adamw, lr);
+        t->st.step++;
+        t->st.tokens_seen += rows * t->L;
+        double dt = gf_time_now() - t0;
+        t_steps += dt;
+        t->st.train_seconds += dt;
+        steps_here++;
+        metrics_line(t, "train", lv, exp(lv), NAN, NAN, lr, gn);
+        fprintf(t->speed, "%lld\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3, (double)(rows * t->L) / dt);
+        int epoch_end = t->st.step % t->spe == 0;
+        if (t->log && (t->st.step % r->train.log_every == 0 || t->st.step == 1 || t->st.step == t->total)) {
+            char eta[32];
+            double per = t_steps / (double)steps_here;
+            fmt_eta(eta, sizeof eta, per * (double)(t->total - t->st.step));
+            fprintf(stderr,
+                    "step %lld/%lld | epoch %lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f ms | %.0f tok/s | ETA %s\n",
+                    (long long)t->st.step, (long long)t->total, (long long)t->st.epoch + 1, lv, lr, gn, per * 1e3,
+                    (double)(t->B * t->L) / per, eta);
+        }
+        if (epoch_end) {
+            gf_eval_result ev;
+            GF_TRY(evaluate(t, 1, &ev));
+            GF_TRY(note_full_eval(t, &ev, &stop_early));
+            t->st.epoch++;
+            GF_TRY(save_ckpt(t, "last.ckpt"));
+        } else if (r->train.eval_every > 0 && t->st.step % r->train.eval_every == 0) {
+            gf_eval_result ev;
+            int full = r->train.eval_batches == 0;
+            GF_TRY(evaluate(t, full, &ev));
+            if (full) GF_TRY(note_full_eval(t, &ev, &stop_early));
+            GF_TRY(save_ckpt(t, "last.ckpt"));
+        }
+        t->s.ctx.training = 1;
+    }
+    if (*interrupted) {
+        GF_TRY(save_ckpt(t, "last.ckpt"));
+        if (t->log)
+            fprintf(stderr, "stopped at step %lld; continue with `gflow train --resume %s`\n", (long long)t->st.step,
+                    t->dir);
+        return GF_OK;
+    }
+    /* a run that ended mid-epoch (max_steps, early stop) gets its final full evaluation */
+    gf_eval_result val, test;
+    if (t->st.step % t->spe != 0) {
+        GF_TRY(evaluate(t, 1, &val));
+        int dummy = 0;
+        GF_TRY(note_full_eval(t, &val, &dummy));
+    }
+    t->st.finished = 1;
+    GF_TRY(save_ckpt(t, "last.ckpt"));
+    /* report the best checkpoint (the paper's protocol: best validation, then test) */
+    char bpath[1100];
+    path_in(t, "best.ckpt", bpath, sizeof bpath);
+    if (t->st.best_step >= 0) GF_TRY(gf_ckpt_load(bpath, t->s.params, NULL));
+    GF_TRY(gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val));
+    GF_TRY(gf_session_eval(&t->s, GF_SPLIT_TEST, 0, &test));
+    t->st.step = t->st.best_step;
+    metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN);
+    t->st.step = t->st.adamw.step;
+    GF_TRY(write_summary(t, &val, &test));
+    if (t->log)
+        fprintf(stderr,
+                "done: best valid ppl %.2f (step %lld, epoch %lld), per word %.2f | test ppl %.2f, per word %.2f | "
+                "%.0f tok/s | %.0f s\n",
+                val.ppl, (long long)t->st.best_step, (long long)t->st.best_epoch + 1, val.ppl_word, test.ppl,
+                test.ppl_word, t->st.train_seconds > 0 ? (double)t->st.tokens_seen / t->st.train_seconds : 0.0,
+                gf_time_now() - t_start);
+    return GF_OK;
+}
+
+gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrupted) {
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) return gf_error_set(GF_E_NOMEM, "trainer");
+    *interrupted = 0;
+    t->log = !o->quiet;
+    gf_status st = gf_recipe_resolved_text(r, &t->recipe_text);
+    if (!st) {
+        if (o->resume_dir) snprintf(t->dir, sizeof t->dir, "%s", o->resume_dir);
+        else snprintf(t->dir, sizeof t->dir, "%s/%s", r->run.out_dir, r->run.name);
+        st = gf_session_open(&t->s, r, t->log);
+    }
+    if (!st && t->log) {
+        fprintf(stderr, "model: %s (%s), %lld parameters\n", gf_family_name(r->model.family),
+                gf_block_name(r->model.block), (long long)t->s.params->n);
+    }
+    if (!st) st = run(t, o, interrupted);
+    if (t->metrics) fclose(t->metrics);
+    if (t->speed) fclose(t->speed);
+    if (t->ld) gf_lm_loader_free(t->ld);
+    free(t->batch);
+    free(t->recipe_text);
+    gf_session_close(&t->s);
+    free(t);
+    return st;
+}
