@@ -69,6 +69,7 @@ typedef struct gf_recipe {
         gf_tokenizer_kind kind;
         int64_t vocab_size;
         gf_spm_model_type model_type;
+        char train_file[GF_RECIPE_STR];  /* relative to the data dir */
         char cache_dir[GF_RECIPE_STR];
     } tokenizer;
     struct {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #define BENCH_MAX_SETS 64
 
@@ -67,6 +68,13 @@ static double sgemm_peak(int n) {
     }
     free(a); free(b); free(c);
     return 2.0 * (double)n * (double)n * (double)n / best * 1e-9;
+}
+
+/* process CPU seconds (all threads): with the wall time it shows spinning and oversubscription */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static long peak_rss_kib(void) {
@@ -136,13 +144,14 @@ int gf_cmd_bench(int argc, char **argv) {
     gf_ctx_init(&ctx, (size_t)64 << 20, &rng);
     ctx.training = 1;
 
-    double t_fwd = 0, t_bwd = 0, t_opt = 0, loss_last = 0;
+    double t_fwd = 0, t_bwd = 0, t_opt = 0, loss_last = 0, cpu0 = 0, cpu = 0;
     int64_t mallocs_before = 0;
     for (int64_t it = 0; it < warmup + steps; it++) {
         int timed = it >= warmup;
         if (it == warmup) {
             memset(&ctx.prof, 0, sizeof ctx.prof);
             mallocs_before = ctx.arena.n_chunk_allocs;
+            cpu0 = cpu_now();
         }
         ctx.profile = timed && profile;
         for (int64_t i = 0; i < B * (L + 1); i++) win[i] = (int32_t)gf_rng_below(&rng, (uint64_t)cfg.vocab);
@@ -159,6 +168,7 @@ int gf_cmd_bench(int argc, char **argv) {
         double t3 = gf_time_now();
         if (timed) { t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; }
     }
+    cpu = cpu_now() - cpu0;
     int64_t mallocs = ctx.arena.n_chunk_allocs - mallocs_before;
     double total = t_fwd + t_bwd + t_opt, per = total / (double)steps;
     double tok = (double)(B * L), fpt = gf_lm_flops_per_token(&cfg, L);
@@ -172,6 +182,7 @@ int gf_cmd_bench(int argc, char **argv) {
     printf("loss_last: %.4f\n", loss_last);
     printf("tokens_per_s: %.1f\n", tok / per);
     printf("ms_per_step: %.1f\n", 1e3 * per);
+    printf("cpu_ms_per_step: %.1f\n", 1e3 * cpu / (double)steps);
     printf("ms_forward: %.1f\n", 1e3 * t_fwd / (double)steps);
     printf("ms_backward: %.1f\n", 1e3 * t_bwd / (double)steps);
     printf("ms_optimizer: %.1f\n", 1e3 * t_opt / (double)steps);

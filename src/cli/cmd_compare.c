@@ -78,7 +78,7 @@ int gf_cmd_compare(int argc, char **argv) {
         else dirs[nd++] = argv[i];
     }
     if (nd == 0) { help(); free(dirs); return GF_EXIT_USAGE; }
-    printf("| run | family | params | best val PPL (epoch) | test PPL | test PPL/word | tok/s | gap vs first |\n");
+    printf("| run | family | params | best val PPL or acc (epoch) | test PPL or acc | test PPL/word | tok/s | gap vs first |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     double first = NAN;
     int rc = GF_EXIT_OK;
@@ -95,10 +95,15 @@ int gf_cmd_compare(int argc, char **argv) {
         }
         const char *fam = n ? get(k, n, "family") : NULL, *params = n ? get(k, n, "params") : NULL;
         const char *tp = n ? get(k, n, "test_ppl") : NULL, *tw = n ? get(k, n, "test_ppl_word") : NULL;
+        if (n && get(k, n, "best_val_acc")) { /* NLI run: accuracies (higher is better) */
+            best = strtod(get(k, n, "best_val_acc"), NULL);
+            tp = get(k, n, "test_acc");
+        }
         const char *tok = n ? get(k, n, "tokens_per_s") : NULL;
         if (n && get(k, n, "best_val_ppl")) best = strtod(get(k, n, "best_val_ppl"), NULL);
         if (n && get(k, n, "best_epoch")) be = strtol(get(k, n, "best_epoch"), NULL, 10);
         if (isnan(first)) first = best;
+        if (!n && has_acc) { /* running NLI: best dev accuracy so far is not tracked in the table */ }
         char gap[32];
         snprintf(gap, sizeof gap, i == 0 ? "—" : "%+.1f%%", 100.0 * (best / first - 1.0));
         printf("| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n", dirs[i], fam ? fam : "?", params ? params : "?",

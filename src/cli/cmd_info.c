@@ -7,7 +7,8 @@
 #include <sys/stat.h>
 
 static void help(void) {
-    printf("usage: gflow info RECIPE|RUN_DIR|CHECKPOINT [--set k=v]... [--recipe]\n\n"
+    printf("usage: gflow info RECIPE|RUN_DIR|CHECKPOINT [--set k=v]... [--recipe]\n"
+           "       gflow info --keys      (every recipe key, as docs/recipe-keys.md)\n\n"
            "  Prints the model's parameter count, a per-tensor table (name, kind, shape, count) and\n"
            "  forward FLOPs per token. With --recipe, also the fully resolved recipe. For a recipe\n"
            "  the vocabulary is [tokenizer] vocab_size (spm); a checkpoint records its own.\n");
@@ -22,6 +23,7 @@ int gf_cmd_info(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); free(sets); return GF_EXIT_OK; }
         else if (!strcmp(argv[i], "--set") && i + 1 < argc) sets[n_sets++] = argv[++i];
         else if (!strcmp(argv[i], "--recipe")) show_recipe = 1;
+        else if (!strcmp(argv[i], "--keys")) { gf_recipe_write_keys_md(stdout); free(sets); return GF_EXIT_OK; }
         else if (argv[i][0] == '-') { fprintf(stderr, "gflow info: unknown option '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }
         else if (!target) target = argv[i];
         else { fprintf(stderr, "gflow info: unexpected argument '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }

@@ -14,6 +14,7 @@ static const gf_command commands[] = {
     {"data", gf_cmd_data, "fetch and verify data sets (gflow data fetch wikitext2|snli)"},
     {"selftest", gf_cmd_selftest, "train a tiny model on synthetic data end to end (core demo)"},
     {"bench", gf_cmd_bench, "time training steps of a recipe's model on random tokens (tokens/s, MFU, RSS)"},
+    {"ablate", gf_cmd_ablate, "run an ablation study (base recipe + variants), resumable, with a summary table and plot"},
 };
 
 static void usage(FILE *f) {

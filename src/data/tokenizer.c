@@ -224,6 +224,10 @@ gf_status gf_tokenizer_open(gf_tokenizer **out, const gf_tokenizer_opts *opts, c
     } else if (opts->kind == GF_TOK_WORD) {
         word_build_ctx c = {t};
         s = gf_data_for_each_line(train_path, word_build_line, &c);
+        /* an empty corpus would give vocabulary 0 and no <eos>: say which file is at fault */
+        if (s == GF_OK && t->n_words == 0)
+            s = gf_error_set(GF_E_INVALID, "%s: empty tokenizer corpus (no lines): the word vocabulary would be empty",
+                             train_path);
         if (s == GF_OK) {
             int32_t eos = word_find(t, "<eos>", 5);
             t->eol_id = eos;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/data_internal.h"
@@ -130,6 +131,15 @@ gf_status gf_token_cache_read(const char *path, const char *tok_key, const uint8
     if (h.count < 0 || h.count > ((int64_t)1 << 40)) {
         s = gf_error_set(GF_E_CORRUPT, "token cache %s: bad count %lld", path, (long long)h.count);
         goto done;
+    }
+    {
+        /* check the size before allocating: a corrupt count must not ask for gigabytes */
+        struct stat sb;
+        if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != sizeof h + (uint64_t)h.count * sizeof(int32_t)) {
+            s = gf_error_set(GF_E_CORRUPT, "token cache %s: size does not match its count %lld", path,
+                             (long long)h.count);
+            goto done;
+        }
     }
     {
         int32_t *buf = malloc((size_t)(h.count ? h.count : 1) * sizeof *buf);

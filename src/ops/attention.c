@@ -122,6 +122,7 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                         float *sr = S + r * GF_ATT_BK;
                         const int64_t nc = r < ni ? att_ncols(a, i0 + r, j0, nk) : 0;
                         float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
                         for (int64_t j = 0; j < nc; j++) {
                             sr[j] = sr[j] * a->scale + kb[j];
                             mx = fmaxf(mx, sr[j]);
@@ -132,8 +133,9 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                         }
                         const float mnew = fmaxf(m[r], mx), corr = expf(m[r] - mnew);
                         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
                         for (int64_t j = 0; j < nc; j++) {
-                            sr[j] = expf(sr[j] - mnew);
+                            sr[j] = gf_expf(sr[j] - mnew);
                             sum += sr[j];
                         }
                         for (int64_t j = nc; j < GF_ATT_BK; j++) sr[j] = 0.0f;
@@ -217,9 +219,11 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
                         const int64_t i = i0 + r;
                         const int64_t nc = (r < ni && lrow[i] != INFINITY) ? att_ncols(&a, i, j0, nk) : 0;
                         float *pr = P + r * BK;
+                        const float li = lrow[i], Dii = Di[i];
+#pragma omp simd
                         for (int64_t j = 0; j < nc; j++) {
-                            const float p = expf(pr[j] * a.scale + kb[j] - lrow[i]);
-                            const float ds = p * (dP[r * BK + j] - Di[i]);
+                            const float p = gf_expf(pr[j] * a.scale + kb[j] - li);
+                            const float ds = p * (dP[r * BK + j] - Dii);
                             PT[j * BQ + r] = p;
                             dST[j * BQ + r] = ds;
                             pr[j] = ds; /* P's row now holds dS for the dQ product */

@@ -23,7 +23,9 @@ static void cross_entropy_backward(gf_ctx *ctx, gf_node *n) {
         if (tg[i] == ignore) continue;
         const float *l = lg->data + i * V;
         float *d = lg->grad + i * V;
-        for (int64_t j = 0; j < V; j++) d[j] += scale * expf(l[j] - lse[i]);
+        const float li = lse[i];
+#pragma omp simd
+        for (int64_t j = 0; j < V; j++) d[j] += scale * gf_expf(l[j] - li);
         d[tg[i]] -= scale;
     }
 }
@@ -41,9 +43,16 @@ gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targe
                   targets[i], (long long)i, (long long)V);
         const float *l = logits->data + i * V;
         float m = l[0];
+#pragma omp simd reduction(max : m)
         for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
-        double s = 0.0;
-        for (int64_t j = 0; j < V; j++) s += (double)expf(l[j] - m);
+        double s = 0.0; /* float within blocks of 256 (vector lanes), double across blocks */
+        for (int64_t j0 = 0; j0 < V; j0 += 256) {
+            int64_t j1 = j0 + 256 < V ? j0 + 256 : V;
+            float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+            for (int64_t j = j0; j < j1; j++) bs += gf_expf(l[j] - m);
+            s += (double)bs;
+        }
         double ls = (double)m + log(s);
         lse[i] = (float)ls;
         nll[i] = ls - (double)l[targets[i]];

@@ -1,19 +1,20 @@
-/* gelu.c — exact GELU (PyTorch default, not the tanh form): y = x Φ(x) = 0.5 x (1 + erf(x/√2)). */
+/* gelu.c — exact GELU (PyTorch default, not the tanh form): y = x Φ(x) = 0.5 x (1 + erf(x/√2)).
+ * Φ comes from gf_normal_cdf (op_util.h): a branch-free erfc fit with < 1.2e-7 relative error,
+ * so the loops vectorise (libm's erff/expf are scalar calls and were ~1/3 of elementwise time). */
 #include "op_util.h"
-#include <math.h>
 
 /* backward: dx += dy * (Φ(x) + x φ(x)),  φ(x) = exp(-x²/2) / √(2π) */
 static void gelu_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *x = n->in[0];
-    const float *g = n->out->grad;
+    const float *restrict g = n->out->grad, *restrict xd = x->data;
+    float *restrict dx = x->grad;
     int64_t N = gf_tensor_numel(x);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        float v = x->data[i];
-        float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
-        float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
-        x->grad[i] += g[i] * (cdf + v * pdf);
+        float v = xd[i];
+        float pdf = 0.39894228040143268f * gf_expf(-0.5f * v * v);
+        dx[i] += g[i] * (gf_normal_cdf(v) + v * pdf);
     }
 }
 
@@ -21,11 +22,10 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        float v = x->data[i];
-        y->data[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    }
+    const float *restrict xd = x->data;
+    float *restrict yd = y->data;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
     gf_tensor *in[1] = {x};
     gf_tape_record(ctx, GF_OP_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -72,13 +72,22 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
                 continue;
             }
             float m = l[0];
+#pragma omp simd reduction(max : m)
             for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
             float lt = l[t];
+            /* exp in place, summed in float over blocks of 256 (vector lanes) and in double across blocks */
             double s = 0.0;
-            for (int64_t j = 0; j < V; j++) { l[j] = expf(l[j] - m); s += l[j]; }
+            for (int64_t j0 = 0; j0 < V; j0 += 256) {
+                int64_t j1 = j0 + 256 < V ? j0 + 256 : V;
+                float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+                for (int64_t j = j0; j < j1; j++) { l[j] = gf_expf(l[j] - m); bs += l[j]; }
+                s += (double)bs;
+            }
             nll[c0 + r] = (double)m + log(s) - (double)lt;
             if (grad) {
                 float sc = (float)(1.0 / s) * inv;
+#pragma omp simd
                 for (int64_t j = 0; j < V; j++) l[j] *= sc;
                 l[t] -= inv;
             }

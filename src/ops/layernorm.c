@@ -4,40 +4,66 @@
  */
 #include "op_util.h"
 #include <math.h>
+#include <omp.h>
 
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
  *   dx     += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat))
  *   dgamma += sum_rows dy ⊙ xhat ;  dbeta += sum_rows dy
- */
+ * The gain/shift sums use per-thread partials over static row blocks, added in thread order
+ * (the gf_colsum_acc scheme, reproducible for a fixed thread count), accumulated in the same
+ * pass as dx, so no (N, D) xhat buffer is written and read back. */
 static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
     const float *g = n->out->grad, *stats = n->saved; // stats (N, 2): mean, rstd
-    int need_gb = gf_needs_grad(gamma);
-    float *xhat = need_gb ? gf_arena_floats(&ctx->arena, N * D) : NULL; // (N, D)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; r++) {
-        const float *xr = x->data + r * D, *gr = g + r * D;
-        float mean = stats[2 * r], rstd = stats[2 * r + 1];
-        double s1 = 0.0, s2 = 0.0;
-        for (int64_t c = 0; c < D; c++) {
-            float xh = (xr[c] - mean) * rstd;
-            float dxh = gr[c] * gamma->data[c];
-            s1 += dxh;
-            s2 += (double)dxh * xh;
-            if (xhat) xhat[r * D + c] = xh;
-        }
-        if (gf_needs_grad(x)) {
-            float m1 = (float)(s1 / (double)D), m2 = (float)(s2 / (double)D);
-            float *dx = x->grad + r * D;
+    const float *gm = gamma->data;
+    int need_g = gf_needs_grad(gamma), need_b = gf_needs_grad(beta), need_x = gf_needs_grad(x);
+    int T = omp_get_max_threads(), nt = 1;
+    float *part = (need_g || need_b) ? gf_arena_calloc(&ctx->arena, (size_t)T * 2 * (size_t)D * sizeof(float))
+                                     : NULL; // (T, 2, D): gamma, beta partials
+#pragma omp parallel num_threads(T)
+    {
+        int t = omp_get_thread_num(), nth = omp_get_num_threads();
+#pragma omp single
+        nt = nth;
+        int64_t lo = N * t / nth, hi = N * (t + 1) / nth;
+        float *pg = part ? part + (int64_t)t * 2 * D : NULL, *pb = pg ? pg + D : NULL;
+        for (int64_t r = lo; r < hi; r++) {
+            const float *restrict xr = x->data + r * D, *restrict gr = g + r * D;
+            const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+            if (need_g) {
+#pragma omp simd
+                for (int64_t c = 0; c < D; c++) pg[c] += gr[c] * ((xr[c] - mean) * rstd);
+            }
+            if (need_b) {
+#pragma omp simd
+                for (int64_t c = 0; c < D; c++) pb[c] += gr[c];
+            }
+            if (!need_x) continue;
+            double s1 = 0.0, s2 = 0.0;
+#pragma omp simd reduction(+ : s1, s2)
             for (int64_t c = 0; c < D; c++) {
                 float xh = (xr[c] - mean) * rstd;
-                dx[c] += rstd * (gr[c] * gamma->data[c] - m1 - xh * m2);
+                float dxh = gr[c] * gm[c];
+                s1 += dxh;
+                s2 += (double)dxh * xh;
+            }
+            float m1 = (float)(s1 / (double)D), m2 = (float)(s2 / (double)D);
+            float *restrict dx = x->grad + r * D;
+#pragma omp simd
+            for (int64_t c = 0; c < D; c++) {
+                float xh = (xr[c] - mean) * rstd;
+                dx[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
             }
         }
     }
-    if (need_gb) gf_colsum_acc(ctx, gamma->grad, g, xhat, N, D);
-    if (gf_needs_grad(beta)) gf_colsum_acc(ctx, beta->grad, g, NULL, N, D);
+    for (int t = 0; t < nt && part; t++) {
+        const float *pg = part + (int64_t)t * 2 * D, *pb = pg + D;
+        if (need_g)
+            for (int64_t c = 0; c < D; c++) gamma->grad[c] += pg[c];
+        if (need_b)
+            for (int64_t c = 0; c < D; c++) beta->grad[c] += pb[c];
+    }
 }
 
 gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps) {
@@ -47,16 +73,20 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
               "layernorm %s: gain/shift must be [%lld]", gamma->name ? gamma->name : "?", (long long)D);
     gf_tensor *y = gf_tensor_like(ctx, x);
     float *stats = gf_arena_floats(&ctx->arena, 2 * N); // (N, 2)
+    const float *gm = gamma->data, *bt = beta->data;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
-        const float *xr = x->data + r * D;
+        const float *restrict xr = x->data + r * D;
         double s = 0.0, ss = 0.0;
+#pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < D; c++) s += xr[c];
         double mean = s / (double)D;
+#pragma omp simd reduction(+ : ss)
         for (int64_t c = 0; c < D; c++) { double d = xr[c] - mean; ss += d * d; }
         float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
-        float *yr = y->data + r * D;
-        for (int64_t c = 0; c < D; c++) yr[c] = (xr[c] - m) * rstd * gamma->data[c] + beta->data[c];
+        float *restrict yr = y->data + r * D;
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) yr[c] = (xr[c] - m) * rstd * gm[c] + bt[c];
         stats[2 * r] = m;
         stats[2 * r + 1] = rstd;
     }

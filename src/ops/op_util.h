@@ -31,4 +31,59 @@ static inline int gf_blas_int(int64_t v) {
     return (int)v;
 }
 
+/* Vectorisable exp and erfc for the hot elementwise loops (GELU, softmax in head_ce,
+ * cross_entropy and attention). Plain C on floats with no calls and no branches, so
+ * `#pragma omp simd` loops around them vectorise; IEEE semantics are kept (no fast-math).
+ *
+ * gf_expf: Cephes' expf — x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), a
+ *   degree-6 polynomial for e^r, then 2^n by exponent arithmetic. Within 2 ulp of libm's expf
+ *   on [-87.3, 88]; below -87.3 (where libm goes subnormal) it returns 0, so exp(-inf) = 0
+ *   (masked attention scores); above 88 it saturates at e^88 (callers only pass x <= 0 or
+ *   small arguments). NaN propagates. */
+static inline float gf_expf(float x) {
+    float xc = x > 88.0f ? 88.0f : x;
+    xc = xc < -87.3f ? -87.3f : xc;
+    /* round x/ln2 to an integer with the 1.5·2^23 trick: the integer n sits in the low
+     * mantissa bits of kf (no float->int conversion, which keeps the loop vectorisable) */
+    union { float f; int32_t i; } kf, sc;
+    kf.f = __builtin_fmaf(xc, 1.44269504088896341f, 12582912.0f);
+    float n = kf.f - 12582912.0f;
+    float r = __builtin_fmaf(n, -0.693359375f, xc);
+    r = __builtin_fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = __builtin_fmaf(p, r, 1.3981999507e-3f);
+    p = __builtin_fmaf(p, r, 8.3334519073e-3f);
+    p = __builtin_fmaf(p, r, 4.1665795894e-2f);
+    p = __builtin_fmaf(p, r, 1.6666665459e-1f);
+    p = __builtin_fmaf(p, r, 5.0000001201e-1f);
+    float y = __builtin_fmaf(p, r * r, r) + 1.0f;
+    sc.i = (kf.i - 0x4B400000 + 127) << 23; /* 2^n, n in [-126, 127]: a normal power of two */
+    y *= sc.f;
+    return x < -87.3f ? 0.0f : y; /* NaN stays NaN through the polynomial */
+}
+
+/* erfc(z) for z >= 0 (Numerical Recipes' erfcc, Chebyshev fit of t·exp(-z² + poly(t)),
+ * t = 1/(1 + z/2)): fractional error < 1.2e-7 for every z >= 0, so the tail stays accurate in
+ * relative terms (Φ(x) = erfc(-x/√2)/2 for x < 0), unlike 1 - erf. */
+static inline float gf_erfc_pos(float z) {
+    float t = 1.0f / __builtin_fmaf(0.5f, z, 1.0f);
+    float q = 0.17087277f;
+    q = __builtin_fmaf(q, t, -0.82215223f);
+    q = __builtin_fmaf(q, t, 1.48851587f);
+    q = __builtin_fmaf(q, t, -1.13520398f);
+    q = __builtin_fmaf(q, t, 0.27886807f);
+    q = __builtin_fmaf(q, t, -0.18628806f);
+    q = __builtin_fmaf(q, t, 0.09678418f);
+    q = __builtin_fmaf(q, t, 0.37409196f);
+    q = __builtin_fmaf(q, t, 1.00002368f);
+    q = __builtin_fmaf(q, t, -1.26551223f);
+    return t * gf_expf(q - z * z);
+}
+
+/* Φ(x) = P(N(0,1) <= x) = erfc(-x/√2)/2, accurate in relative terms on both tails */
+static inline float gf_normal_cdf(float x) {
+    float c = 0.5f * gf_erfc_pos(__builtin_fabsf(x) * 0.70710678118654752f); /* Φ(-|x|) */
+    return x < 0.0f ? c : 1.0f - c;
+}
+
 #endif

@@ -41,13 +41,16 @@ static inline void plucker_pairs(const float *a, const float *c, float *p, int64
     int64_t k = 0;
     for (int64_t i = 0; i < R - 1; i++) {
         float ai = a[i], ci = c[i];
-        for (int64_t j = i + 1; j < R; j++) p[k + j - i - 1] = ai * c[j] - a[j] * ci;
+        float *pi = p + k - i - 1; /* pi[j] = p_k for pair (i, j) */
+#pragma omp simd
+        for (int64_t j = i + 1; j < R; j++) pi[j] = ai * c[j] - a[j] * ci;
         k += R - 1 - i;
     }
 }
 
 static inline float sumsq(const float *p, int64_t n) {
     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int64_t k = 0; k < n; k++) s += p[k] * p[k];
     return s;
 }
@@ -68,11 +71,26 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, gf_blas_int(D), gf_blas_int(P), gf_blas_int(BL),
                     1.0f, G, gf_blas_int(D), sv->pbar, gf_blas_int(P), 1.0f, w->grad, gf_blas_int(P));
     if (gf_needs_grad(b)) {
-        float *vm = gf_arena_floats(&ctx->arena, BL * D); // (B*L, D) masked copy of G
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < BL; r++)
-            for (int64_t d = 0; d < D; d++) vm[r * D + d] = sv->valid[r] ? G[r * D + d] : 0.0f;
-        gf_colsum_acc(ctx, b->grad, vm, NULL, BL, D);
+        /* db = Σ over valid rows of G: per-thread partials over static row blocks, added in
+         * thread order (reproducible for a fixed thread count), no masked (B*L, D) copy */
+        int T = omp_get_max_threads(), nt = 1;
+        float *part = gf_arena_calloc(&ctx->arena, (size_t)T * (size_t)D * sizeof(float)); // (T, D)
+#pragma omp parallel num_threads(T)
+        {
+            int th = omp_get_thread_num(), nth = omp_get_num_threads();
+#pragma omp single
+            nt = nth;
+            int64_t lo = BL * th / nth, hi = BL * (th + 1) / nth;
+            float *pp = part + (int64_t)th * D;
+            for (int64_t r = lo; r < hi; r++) {
+                if (!sv->valid[r]) continue;
+                const float *gr = G + r * D;
+#pragma omp simd
+                for (int64_t d = 0; d < D; d++) pp[d] += gr[d];
+            }
+        }
+        for (int th = 0; th < nt; th++)
+            for (int64_t d = 0; d < D; d++) b->grad[d] += part[(int64_t)th * D + d];
     }
     if (!gf_needs_grad(z)) return;
 
@@ -106,10 +124,12 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
                 for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
             } else if (nrm > eps) {
                 float qg = 0.0f;
+#pragma omp simd reduction(+ : qg)
                 for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
                 qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
-                float s = inv_cnt / nrm;
-                for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * (qg / nrm);
+                float s = inv_cnt / nrm, qn = qg / nrm;
+#pragma omp simd
+                for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * qn;
             } else {
                 float s = inv_cnt / eps;
                 for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * s;
@@ -119,6 +139,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
             for (int64_t i = 0; i < R - 1; i++) {
                 float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
                 const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
+#pragma omp simd reduction(+ : dai, dci)
                 for (int64_t j = i + 1; j < R; j++) {
                     float d = dpi[j];
                     dai += d * c[j];
@@ -179,6 +200,7 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
             float nrm = sqrtf(sumsq(pk, P));
             sv->norms[r * NW + q] = nrm;
             float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+#pragma omp simd
             for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * s;
             cnt++;
         }

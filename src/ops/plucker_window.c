@@ -26,8 +26,12 @@
  *     normalize, n <= eps: dp = Ĝ / eps
  *     no normalize:        dp = Ĝ
  *   da_i += dp_k c_j,  da_j -= dp_k c_i,  dc_i -= dp_k a_j,  dc_j += dp_k a_i   (da -> z_t, dc -> z_s)
- * Partners live in the same batch row, so the loop is parallel over batch rows: each thread
- * owns its rows of dz and adds in a fixed order (bitwise reproducible for any thread count).
+ * Symmetry: s is t's partner iff t is s's, and p(s, t) = -p(t, s) with the same norm, so each
+ * unordered pair {t < s} is formed once: forward adds p̂ to pbar_t and subtracts it from pbar_s;
+ * backward uses Ĝ = dpbar_t/|S_t| - dpbar_s/|S_s| (the gradient reaching p̂(t, s) from both
+ * sides). This halves the dominant cost. Partners live in the same batch row, so both passes
+ * are parallel over batch rows: each thread owns its rows of pbar and dz and adds in a fixed
+ * order (bitwise reproducible for any thread count).
  */
 #include "gflow/nli.h"
 #include "op_util.h"
@@ -102,28 +106,29 @@ static void plucker_window_backward(gf_ctx *ctx, gf_node *n) {
         for (int64_t t = 0; t < L; t++) {
             int64_t r = bb * L + t;
             if (sv->cnt[r] == 0) continue;
-            float inv_cnt = 1.0f / (float)sv->cnt[r];
-            const float *a = z->data + r * R, *Gp = dpbar + r * P;
+            float inv_t = 1.0f / (float)sv->cnt[r];
+            const float *a = z->data + r * R, *Gt = dpbar + r * P;
             float *da = z->grad + r * R;
             int64_t lo, hi;
             pw_range(t, L, window, stride, &lo, &hi);
-            for (int64_t s = lo; s < hi; s++) {
-                if (s == t || !sv->mask[bb * L + s]) continue;
-                const float *c = z->data + (bb * L + s) * R;
-                float *dc = z->grad + (bb * L + s) * R;
+            for (int64_t s = t + 1; s < hi; s++) {
+                int64_t rs = bb * L + s;
+                if (!sv->mask[rs]) continue; /* a real s in t's range has cnt >= 1 (t itself) */
+                float inv_s = 1.0f / (float)sv->cnt[rs];
+                const float *c = z->data + rs * R, *Gs = dpbar + rs * P;
+                float *dc = z->grad + rs * R;
                 pw_pairs(a, c, pk, R);
                 float nrm = sqrtf(pw_sumsq(pk, P));
-                if (!normalize) {
-                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
-                } else if (nrm > eps) {
+                for (int64_t k = 0; k < P; k++) dp[k] = Gt[k] * inv_t - Gs[k] * inv_s; /* Ĝ */
+                if (normalize && nrm > eps) {
                     float qg = 0.0f;
-                    for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
-                    qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
-                    float sc = inv_cnt / nrm;
-                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * sc - pk[k] * (qg / nrm);
-                } else {
-                    float sc = inv_cnt / eps;
-                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * sc;
+                    for (int64_t k = 0; k < P; k++) qg += pk[k] * dp[k];
+                    qg /= nrm * nrm * nrm; /* (q·Ĝ)/n² with q = p/n, applied to p */
+                    float sc = 1.0f / nrm;
+                    for (int64_t k = 0; k < P; k++) dp[k] = dp[k] * sc - pk[k] * qg;
+                } else if (normalize) {
+                    float sc = 1.0f / eps;
+                    for (int64_t k = 0; k < P; k++) dp[k] *= sc;
                 }
                 int64_t k = 0;
                 for (int64_t i = 0; i < R - 1; i++) {
@@ -168,29 +173,41 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     int T = omp_get_max_threads();
     float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * P); // (T, P)
 
+    /* partner counts first: cnt_t = real tokens in t's range other than t */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++) {
-        int64_t bb = r / L, t = r % L;
-        const float *a = z->data + r * R;
-        float *pb = sv->pbar + r * P, *pk = scratch + (int64_t)omp_get_thread_num() * P;
-        memset(pb, 0, (size_t)P * sizeof(float));
+        int64_t bb = r / L, t = r % L, lo, hi;
         int32_t cnt = 0;
         if (sv->mask[r]) {
-            int64_t lo, hi;
             pw_range(t, L, window, stride, &lo, &hi);
-            for (int64_t s = lo; s < hi; s++) {
-                if (s == t || !sv->mask[bb * L + s]) continue;
+            for (int64_t s = lo; s < hi; s++) cnt += s != t && sv->mask[bb * L + s];
+        }
+        sv->cnt[r] = cnt;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bb = 0; bb < B; bb++) {
+        float *pk = scratch + (int64_t)omp_get_thread_num() * P;
+        memset(sv->pbar + bb * L * P, 0, (size_t)(L * P) * sizeof(float));
+        for (int64_t t = 0; t < L; t++) {
+            int64_t r = bb * L + t, lo, hi;
+            if (sv->cnt[r] == 0) continue;
+            const float *a = z->data + r * R;
+            float *pt = sv->pbar + r * P;
+            pw_range(t, L, window, stride, &lo, &hi);
+            for (int64_t s = t + 1; s < hi; s++) { /* each unordered pair once */
+                if (!sv->mask[bb * L + s]) continue;
+                float *ps = sv->pbar + (bb * L + s) * P;
                 pw_pairs(a, z->data + (bb * L + s) * R, pk, R);
                 float nrm = sqrtf(pw_sumsq(pk, P));
                 float sc = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
-                for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * sc;
-                cnt++;
+                for (int64_t k = 0; k < P; k++) {
+                    float v = pk[k] * sc;
+                    pt[k] += v;
+                    ps[k] -= v; /* p(s, t) = -p(t, s) */
+                }
             }
-        }
-        sv->cnt[r] = cnt;
-        if (cnt > 1) {
-            float inv = 1.0f / (float)cnt;
-            for (int64_t k = 0; k < P; k++) pb[k] *= inv;
+            float inv = 1.0f / (float)sv->cnt[r]; /* pbar_t is complete: later s only add to s */
+            for (int64_t k = 0; k < P; k++) pt[k] *= inv;
         }
     }
 

@@ -57,6 +57,8 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(tokenizer, kind, ENUM, "spm", 0, 0, 0, e_tok, "SentencePiece trained on the train split, or whitespace words."),
     K(tokenizer, vocab_size, INT, "30522", 1, 0, MIN, 0, "spm: vocabulary size incl. special pieces; word: ignored."),
     K(tokenizer, model_type, ENUM, "bpe", 0, 0, 0, e_spm, "spm model type."),
+    K(tokenizer, train_file, STRING, "wikitext-2/wiki.train.tokens", 0, 0, NONEMPTY, 0,
+      "Corpus the tokenizer is trained on (relative to [data] dir); SNLI runs share WikiText-2's."),
     K(tokenizer, cache_dir, STRING, "datasets/cache", 0, 0, NONEMPTY, 0,
       "Where trained tokenizers and token caches are kept."),
 

@@ -32,8 +32,6 @@ typedef struct gf_train_state {
 typedef struct trainer {
     gf_session s;
     gf_train_state st;
-    gf_lm_loader *ld;
-    int32_t *batch;           // (B, L+1)
     FILE *metrics, *speed;
     char dir[1024];
     int64_t B, L, spe, total;
@@ -87,7 +85,7 @@ static gf_status save_ckpt(trainer *t, const char *name) {
     m.step = t->st.step;
     m.epoch = t->st.epoch;
     gf_loader_state ls;
-    gf_lm_loader_get_state(t->ld, &ls);
+    gf_session_loader_state(&t->s, &ls);
     gf_status st = gf_ckpt_meta_set_recipe(&m, t->recipe_text);
     if (!st) st = gf_ckpt_meta_set_blob(&m.rng, &t->s.rng, sizeof t->s.rng);
     if (!st) st = gf_ckpt_meta_set_blob(&m.loader, &ls, sizeof ls);
@@ -154,7 +152,10 @@ static const char *first_nonfinite_grad(const gf_params *p) {
 static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {
     GF_TRY(gf_session_eval(&t->s, GF_SPLIT_VALID, full ? 0 : t->s.r.train.eval_batches, res));
     metrics_line(t, "valid", res->loss, res->ppl, res->ppl_word, res->acc, NAN, NAN);
-    if (t->log)
+    if (t->log && t->s.is_nli)
+        fprintf(stderr, "eval  step %lld | epoch %lld | dev loss %.4f | accuracy %.4f%s\n", (long long)t->st.step,
+                (long long)t->st.epoch + 1, res->loss, res->acc, full ? "" : " (partial)");
+    else if (t->log)
         fprintf(stderr, "eval  step %lld | epoch %lld | valid loss %.4f | ppl %.2f%s\n", (long long)t->st.step,
                 (long long)t->st.epoch + 1, res->loss, res->ppl, full ? "" : " (partial)");
     return GF_OK;
@@ -162,8 +163,10 @@ static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {
 
 /* full evaluations decide best.ckpt and early stopping */
 static gf_status note_full_eval(trainer *t, const gf_eval_result *res, int *stop_early) {
-    if (res->loss < t->st.best_val) {
-        t->st.best_val = res->loss;
+    /* language models select on validation loss (perplexity), classifiers on dev accuracy */
+    double score = t->s.is_nli ? -res->acc : res->loss;
+    if (score < t->st.best_val) {
+        t->st.best_val = score;
         t->st.best_step = t->st.step;
         t->st.best_epoch = t->st.epoch;
         t->st.evals_since_best = 0;
@@ -183,6 +186,20 @@ static void fmt_eta(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%ldm%02lds", m, sec);
 }
 
+/* The unigram baseline: train-split token frequencies (add-one smoothed) scored on a split,
+ * per token. A language model worth its name must beat it by a wide margin. */
+static double unigram_ppl(const gf_session *s, gf_split split) {
+    int64_t V = gf_tokenizer_vocab_size(s->tok);
+    const gf_ids *tr = &s->ids[GF_SPLIT_TRAIN], *ev = &s->ids[split];
+    double *cnt = calloc((size_t)V, sizeof(double));
+    if (!cnt || ev->n < 2) { free(cnt); return NAN; }
+    for (int64_t i = 0; i < tr->n; i++) cnt[tr->data[i]] += 1.0;
+    double tot = (double)tr->n + (double)V, nll = 0.0;
+    for (int64_t i = 1; i < ev->n; i++) nll -= log((cnt[ev->data[i]] + 1.0) / tot);
+    free(cnt);
+    return exp(nll / (double)(ev->n - 1));
+}
+
 static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_eval_result *test) {
     char path[1100];
     path_in(t, "summary.tsv", path, sizeof path);
@@ -194,10 +211,24 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
             gf_block_name(r->model.block), (long long)t->s.params->n);
     fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
             (long long)gf_tokenizer_vocab_size(t->s.tok), (long long)t->st.step, (long long)t->st.epoch);
-    fprintf(f, "best_val_loss\t%.6f\nbest_val_ppl\t%.4f\nbest_step\t%lld\nbest_epoch\t%lld\n", t->st.best_val,
-            exp(t->st.best_val), (long long)t->st.best_step, (long long)t->st.best_epoch + 1);
-    fprintf(f, "val_ppl_word\t%.4f\n", val->ppl_word);
-    fprintf(f, "test_loss\t%.6f\ntest_ppl\t%.4f\ntest_ppl_word\t%.4f\n", test->loss, test->ppl, test->ppl_word);
+    fprintf(f, "best_step\t%lld\nbest_epoch\t%lld\n", (long long)t->st.best_step, (long long)t->st.best_epoch + 1);
+    if (t->s.is_nli) {
+        static const char *lab[3] = {"entailment", "neutral", "contradiction"};
+        fprintf(f, "train_pairs\t%lld\n", (long long)t->s.snli[GF_SPLIT_TRAIN].n);
+        fprintf(f, "best_val_loss\t%.6f\nbest_val_acc\t%.5f\ntest_loss\t%.6f\ntest_acc\t%.5f\n", val->loss, val->acc,
+                test->loss, test->acc);
+        for (int g = 0; g < 3; g++) {
+            int64_t n = test->confusion[g][0] + test->confusion[g][1] + test->confusion[g][2];
+            fprintf(f, "test_acc_%s\t%.5f\n", lab[g], n ? (double)test->confusion[g][g] / (double)n : NAN);
+            fprintf(f, "test_confusion_%s\t%lld,%lld,%lld\n", lab[g], (long long)test->confusion[g][0],
+                    (long long)test->confusion[g][1], (long long)test->confusion[g][2]);
+        }
+    } else {
+        fprintf(f, "best_val_loss\t%.6f\nbest_val_ppl\t%.4f\nval_ppl_word\t%.4f\n", val->loss, val->ppl, val->ppl_word);
+        fprintf(f, "test_loss\t%.6f\ntest_ppl\t%.4f\ntest_ppl_word\t%.4f\n", test->loss, test->ppl, test->ppl_word);
+        fprintf(f, "unigram_val_ppl\t%.4f\nunigram_test_ppl\t%.4f\n", unigram_ppl(&t->s, GF_SPLIT_VALID),
+                unigram_ppl(&t->s, GF_SPLIT_TEST));
+    }
     fprintf(f, "tokens_per_s\t%.1f\ntrain_seconds\t%.1f\nthreads\t%d\n",
             t->st.train_seconds > 0 ? (double)t->st.tokens_seen / t->st.train_seconds : 0.0, t->st.train_seconds,
             gf_threads_get());
@@ -208,18 +239,14 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
 static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     const gf_recipe *r = &t->s.r;
     t->B = r->train.batch_size;
-    t->L = r->data.seq_len;
-    GF_TRY(gf_session_load_split(&t->s, GF_SPLIT_TRAIN, t->log));
+    t->L = gf_session_tokens_per_row(&t->s);
+    int64_t nw = 0;
+    GF_TRY(gf_session_train_loader(&t->s, t->B, &nw, t->log));
     GF_TRY(gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log));
-    GF_TRY(gf_lm_loader_new(&t->ld, t->s.ids[GF_SPLIT_TRAIN].data, t->s.ids[GF_SPLIT_TRAIN].n, t->L, 1, 0,
-                            (uint64_t)r->run.seed));
-    int64_t nw = gf_lm_loader_n_windows(t->ld);
     t->spe = (nw + t->B - 1) / t->B;
     t->total = r->train.epochs * t->spe;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
     gf_recipe_optim_cfg(r, &t->adamw, &t->sched);
-    t->batch = malloc((size_t)(t->B * (t->L + 1)) * sizeof(int32_t));
-    if (!t->batch) return gf_error_set(GF_E_NOMEM, "batch buffer");
 
     if (o->resume_dir) {
         char cpath[1100];
@@ -234,7 +261,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         if (!st) {
             memcpy(&t->st, m.optim.data, sizeof t->st);
             memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
-            st = gf_lm_loader_set_state(t->ld, (const gf_loader_state *)m.loader.data);
+            st = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
             if (st) gf_error_wrap(st, "%s: loader state: ", cpath);
         }
         gf_ckpt_meta_free(&m);
@@ -253,8 +280,8 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         return GF_OK;
     }
     if (t->log)
-        fprintf(stderr, "train: %lld windows of %lld tokens, %lld steps/epoch, %lld steps, batch %lld, %d threads\n",
-                (long long)nw, (long long)t->L + 1, (long long)t->spe, (long long)t->total, (long long)t->B,
+        fprintf(stderr, "train: %lld %s, %lld steps/epoch, %lld steps, batch %lld, %d threads\n", (long long)nw,
+                t->s.is_nli ? "sentence pairs" : "windows", (long long)t->spe, (long long)t->total, (long long)t->B,
                 gf_threads_get());
 
     double t_start = gf_time_now(), t_steps = 0.0;
@@ -265,12 +292,12 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         if (o->stop_flag && *o->stop_flag) { *interrupted = 1; break; }
         if (o->stop_after > 0 && t->st.step >= o->stop_after) { *interrupted = 1; break; }
         int64_t rows = 0;
-        GF_TRY(gf_lm_loader_next(t->ld, t->batch, t->B, &rows));
-        if (rows == 0) GF_TRY(gf_lm_loader_next(t->ld, t->batch, t->B, &rows)); /* epoch rolled over */
+        GF_TRY(gf_session_next(&t->s, &rows));
+        if (rows == 0) GF_TRY(gf_session_next(&t->s, &rows)); /* epoch rolled over */
         double t0 = gf_time_now();
         double lr = gf_schedule_lr(&t->sched, t->st.step, t->spe, t->spe * r->train.epochs);
         gf_params_zero_grad(t->s.params);
-        gf_tensor *loss = gf_lm_forward(&t->s.lm, &t->s.ctx, t->batch, rows, t->L, NULL);
+        gf_tensor *loss = gf_session_forward(&t->s, rows);
         float lv = loss->data[0];
         gf_tape_backward(&t->s.ctx, loss);
         gf_ctx_reset(&t->s.ctx);
@@ -296,7 +323,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         t_steps += dt;
         t->st.train_seconds += dt;
         steps_here++;
-        metrics_line(t, "train", lv, exp(lv), NAN, NAN, lr, gn);
+        metrics_line(t, "train", lv, t->s.is_nli ? NAN : exp(lv), NAN, NAN, lr, gn);
         fprintf(t->speed, "%lld\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3, (double)(rows * t->L) / dt);
         int epoch_end = t->st.step % t->spe == 0;
         if (t->log && (t->st.step % r->train.log_every == 0 || t->st.step == 1 || t->st.step == t->total)) {
@@ -337,24 +364,43 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         int dummy = 0;
         GF_TRY(note_full_eval(t, &val, &dummy));
     }
-    t->st.finished = 1;
-    GF_TRY(save_ckpt(t, "last.ckpt"));
-    /* report the best checkpoint (the paper's protocol: best validation, then test) */
+    /* Report the best checkpoint (the paper's protocol: best validation, then test). Everything
+     * from the last checkpoint to here is deterministic, so a run killed during these final
+     * evaluations redoes them on resume and writes the same bytes; only the save below marks
+     * the run finished. The best weights are evaluated in place, then the last ones restored. */
     char bpath[1100];
     path_in(t, "best.ckpt", bpath, sizeof bpath);
-    if (t->st.best_step >= 0) GF_TRY(gf_ckpt_load(bpath, t->s.params, NULL));
-    GF_TRY(gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val));
-    GF_TRY(gf_session_eval(&t->s, GF_SPLIT_TEST, 0, &test));
+    gf_params *P = t->s.params;
+    size_t bytes = (size_t)P->n * sizeof(float);
+    float *keep = malloc(3 * bytes);
+    if (!keep) return gf_error_set(GF_E_NOMEM, "copy of the last weights");
+    memcpy(keep, P->data, bytes);
+    memcpy(keep + P->n, P->m, bytes);
+    memcpy(keep + 2 * P->n, P->v, bytes);
+    gf_status st = t->st.best_step >= 0 ? gf_ckpt_load(bpath, P, NULL) : GF_OK;
+    if (!st) st = gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val);
+    if (!st) st = gf_session_eval(&t->s, GF_SPLIT_TEST, 0, &test);
+    memcpy(P->data, keep, bytes);
+    memcpy(P->m, keep + P->n, bytes);
+    memcpy(P->v, keep + 2 * P->n, bytes);
+    free(keep);
+    GF_TRY(st);
+    int64_t step_now = t->st.step;
     t->st.step = t->st.best_step;
     metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN);
-    t->st.step = t->st.adamw.step;
+    t->st.step = step_now;
     GF_TRY(write_summary(t, &val, &test));
-    if (t->log)
+    t->st.finished = 1;
+    GF_TRY(save_ckpt(t, "last.ckpt"));
+    if (t->log && t->s.is_nli)
+        fprintf(stderr, "done: best dev accuracy %.4f (step %lld, epoch %lld) | test accuracy %.4f | %.0f s\n", val.acc,
+                (long long)t->st.best_step, (long long)t->st.best_epoch + 1, test.acc, gf_time_now() - t_start);
+    else if (t->log)
         fprintf(stderr,
-                "done: best valid ppl %.2f (step %lld, epoch %lld), per word %.2f | test ppl %.2f, per word %.2f | "
-                "%.0f tok/s | %.0f s\n",
-                val.ppl, (long long)t->st.best_step, (long long)t->st.best_epoch + 1, val.ppl_word, test.ppl,
-                test.ppl_word, t->st.train_seconds > 0 ? (double)t->st.tokens_seen / t->st.train_seconds : 0.0,
+                "done: best valid ppl %.2f (step %lld, epoch %lld; unigram baseline %.2f), per word %.2f | test ppl "
+                "%.2f, per word %.2f | %.0f tok/s | %.0f s\n",
+                val.ppl, (long long)t->st.best_step, (long long)t->st.best_epoch + 1, unigram_ppl(&t->s, GF_SPLIT_VALID),
+                val.ppl_word, test.ppl, test.ppl_word, t->st.train_seconds > 0 ? (double)t->st.tokens_seen / t->st.train_seconds : 0.0,
                 gf_time_now() - t_start);
     return GF_OK;
 }
@@ -377,8 +423,6 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     if (!st) st = run(t, o, interrupted);
     if (t->metrics) fclose(t->metrics);
     if (t->speed) fclose(t->speed);
-    if (t->ld) gf_lm_loader_free(t->ld);
-    free(t->batch);
     free(t->recipe_text);
     gf_session_close(&t->s);
     free(t);

@@ -47,7 +47,7 @@ static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *extra_f
              "[run]\nname = %s\nseed = 7\nout_dir = %s/runs\nthreads = 2\n"
              "[data]\ndataset = wikitext2\ndir = %s\ntrain_file = train.txt\nvalid_file = valid.txt\n"
              "test_file = test.txt\nseq_len = 16\n"
-             "[tokenizer]\nkind = word\ncache_dir = %s/cache\n"
+             "[tokenizer]\nkind = word\ntrain_file = train.txt\ncache_dir = %s/cache\n"
              "[model]\nfamily = %s\nn_layers = 2\nd_model = 32\nd_ff = 64\nr = 6\noffsets = 1,2,4\nheads = 4\n"
              "dropout = 0.1\n"
              "[optim]\nlr = 1e-2\nclip = 1.0\n"

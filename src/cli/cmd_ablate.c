@@ -1,0 +1,148 @@
+/* cmd_ablate.c — `gflow ablate FILE`: run an ablation study (base recipe + variants), skipping
+ * finished runs and resuming interrupted ones, then write the study's summary and curves. */
+#include "cli.h"
+#include "gflow/ablate.h"
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile int stop_flag;
+static void on_signal(int sig) { (void)sig; stop_flag = 1; }
+
+static void help(void) {
+    printf("usage: gflow ablate FILE [--only VARIANT]... [--dry-run] [--report] [--quiet]\n\n"
+           "  Runs every variant of an ablation file (see recipes/ablations/) as its own run directory,\n"
+           "  <out_dir>/<name>/<variant> (or <variant>-seed<N> when the file lists seeds). The implicit\n"
+           "  variant \"base\" (the base recipe unchanged) runs first. Finished runs (summary.tsv) are\n"
+           "  skipped, interrupted ones (last.ckpt) resumed, the rest started; every variant's recipe\n"
+           "  is checked before anything runs. Ctrl-C stops the current run resumably (exit 130);\n"
+           "  running the same command again continues.\n"
+           "  Afterwards <out_dir>/<name>/ holds summary.tsv, summary.md (one row per variant: params,\n"
+           "  best validation PPL (mean ± std over seeds), best epoch/step, test PPL, per-word PPL,\n"
+           "  change vs base, tokens/s; \"not run\" for the rest), curves.tsv and curves.png.\n\n"
+           "  --only VARIANT   train only this variant (repeatable; the summary still lists all)\n"
+           "  --dry-run        print the plan (skip / resume / start per run) and exit\n"
+           "  --report         only rewrite summary and curves from what the run directories hold\n"
+           "  --quiet          no progress lines\n"
+           "  --stop-after N   (testing) stop each run resumably after N optimizer steps in total\n\n"
+           "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n");
+}
+
+static const char *state_name(gf_ablate_state s) {
+    switch (s) {
+    case GF_ABLATE_DONE: return "skip (finished)";
+    case GF_ABLATE_RESUME: return "resume";
+    case GF_ABLATE_RESTART: return "start (restart: no checkpoint yet)";
+    default: return "start";
+    }
+}
+
+static int in_only(const char **only, int n, const char *name) {
+    if (!n) return 1;
+    for (int i = 0; i < n; i++) if (!strcmp(only[i], name)) return 1;
+    return 0;
+}
+
+static void print_plan(const gf_ablation *a, const char **only, int n_only) {
+    printf("ablation %s: base %s, %lld variant(s) x %lld seed(s), results in %s/\n", a->name, a->base,
+           (long long)a->n_variants, (long long)(a->n_seeds ? a->n_seeds : 1), a->study_dir);
+    for (int64_t i = 0; i < a->n_runs; i++) {
+        const gf_ablate_run *r = &a->runs[i];
+        const char *v = a->variants[r->variant].name;
+        if (!in_only(only, n_only, v)) printf("  %-28s %s\n", r->run_dir + strlen(a->study_dir) + 1,
+                                              r->state == GF_ABLATE_DONE ? "finished" : "not selected (--only)");
+        else if (r->state == GF_ABLATE_RESUME)
+            printf("  %-28s resume from step %lld\n", r->run_dir + strlen(a->study_dir) + 1, (long long)r->step_done);
+        else printf("  %-28s %s\n", r->run_dir + strlen(a->study_dir) + 1, state_name(r->state));
+    }
+}
+
+int gf_cmd_ablate(int argc, char **argv) {
+    const char *file = NULL;
+    const char **only = calloc((size_t)argc, sizeof *only);
+    int n_only = 0, dry = 0, report_only = 0;
+    gf_ablate_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); free(only); return GF_EXIT_OK; }
+        else if (!strcmp(a, "--only") && i + 1 < argc) only[n_only++] = argv[++i];
+        else if (!strncmp(a, "--only=", 7)) only[n_only++] = a + 7;
+        else if (!strcmp(a, "--dry-run")) dry = 1;
+        else if (!strcmp(a, "--report")) report_only = 1;
+        else if (!strcmp(a, "--quiet")) o.quiet = 1;
+        else if (!strcmp(a, "--stop-after") && i + 1 < argc) {
+            char *end;
+            o.stop_after = strtoll(argv[++i], &end, 10);
+            if (*end || o.stop_after <= 0) {
+                fprintf(stderr, "gflow ablate: --stop-after needs a positive integer, got '%s'\n", argv[i]);
+                free(only);
+                return GF_EXIT_USAGE;
+            }
+        }
+        else if (a[0] == '-') { fprintf(stderr, "gflow ablate: unknown option '%s' (or missing value)\n", a); free(only); return GF_EXIT_USAGE; }
+        else if (!file) file = a;
+        else { fprintf(stderr, "gflow ablate: unexpected argument '%s'\n", a); free(only); return GF_EXIT_USAGE; }
+    }
+    if (!file) { help(); free(only); return GF_EXIT_USAGE; }
+    gf_ablation ab;
+    gf_status st = gf_ablation_load(file, &ab);
+    if (st) { free(only); return gf_cli_fail(st); }
+    for (int i = 0; i < n_only; i++)
+        if (gf_ablation_find(&ab, only[i]) < 0) {
+            fprintf(stderr, "gflow ablate: --only %s: no such variant in %s (variants:", only[i], file);
+            for (int64_t v = 0; v < ab.n_variants; v++) fprintf(stderr, " %s", ab.variants[v].name);
+            fprintf(stderr, ")\n");
+            gf_ablation_free(&ab);
+            free(only);
+            return GF_EXIT_USAGE;
+        }
+    if (dry) {
+        print_plan(&ab, only, n_only);
+        gf_ablation_free(&ab);
+        free(only);
+        return GF_EXIT_OK;
+    }
+    int interrupted = 0;
+    if (!report_only) {
+        if (!o.quiet) { print_plan(&ab, only, n_only); fflush(stdout); }
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        o.stop_flag = &stop_flag;
+        o.only = only;
+        o.n_only = n_only;
+        st = gf_ablation_run(&ab, &o, &interrupted);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+    }
+    /* the summary is written even after an error or an interruption: it shows what is done */
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "gflow ablate %s --report", file);
+    gf_status rs = gf_ablation_report(&ab, cmd);
+    int rc = GF_EXIT_OK;
+    if (st) rc = gf_cli_fail(st);
+    else if (rs) rc = gf_cli_fail(rs);
+    if (!rs) {
+        gf_status ps = gf_ablation_plot(&ab);
+        if (ps) fprintf(stderr, "gflow ablate: warning: %s\n", gf_last_error());
+        char md[1200];
+        snprintf(md, sizeof md, "%s/summary.md", ab.study_dir);
+        FILE *f = fopen(md, "r");
+        if (f && !o.quiet) {
+            char line[2048];
+            printf("\n");
+            while (fgets(line, sizeof line, f)) if (line[0] == '|') fputs(line, stdout);
+        }
+        if (f) fclose(f);
+        char png[1200];
+        snprintf(png, sizeof png, "%s/curves.png", ab.study_dir);
+        printf("\nsummary: %s/summary.md, summary.tsv%s\n", ab.study_dir, !ps && access(png, F_OK) == 0 ? ", curves.png" : "");
+    }
+    if (rc == GF_EXIT_OK && interrupted) {
+        fprintf(stderr, "gflow ablate: stopped; run `gflow ablate %s` again to continue\n", file);
+        rc = stop_flag ? 130 : GF_EXIT_OK;
+    }
+    gf_ablation_free(&ab);
+    free(only);
+    return rc;
+}

@@ -1,0 +1,127 @@
+/* test_cli_errors.c — malformed recipes and command lines through the real `gflow` binary:
+ * every case exits non-zero (1 runtime error, 2 usage error), with the first line of stderr
+ * naming the file:line and key (or the option) at fault; runtime errors print one line only.
+ * (The parser's own table, tests/recipe/test_recipe.c, covers the library API; this covers
+ * what a user sees.) */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct cli_case {
+    const char *recipe;  /* text of bad.ini: after "[run]\nbase = BASE\n" (line 3 on) unless full */
+    int full;            /* recipe is the whole file */
+    const char *args[8]; /* command line; "@" = bad.ini, "@base" = the good base recipe */
+    int exit_code;
+    const char *needle1, *needle2; /* both must be on the first stderr line */
+} cli_case;
+
+#define TRAIN_BAD "train", "@", "--quiet"
+
+static const cli_case k_cases[] = {
+    /* recipe files: each message names bad.ini:LINE and the key */
+    {"[model]\nfoo = 1\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "foo"},
+    {"[model]\nr = 4\nr = 5\n", 0, {TRAIN_BAD}, 1, "bad.ini:5", "r"},
+    {"[model]\nd_model = 3x2\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "d_model"},
+    {"[model]\nd_model = -32\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "d_model"},
+    {"[model]\nn_layers = 0\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "n_layers"},
+    {"[model]\nr = 40\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "[model] r"},
+    {"[model]\noffsets =\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "offsets"},
+    {"[model]\noffsets = 0,1\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "offsets"},
+    {"[model]\noffsets = 1,-2\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "offsets"},
+    {"[model]\noffsets = 1,,2\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "offsets"},
+    {"[tokenizer]\nvocab_size = 0\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "vocab_size"},
+    {"[modle]\nr = 4\n", 0, {TRAIN_BAD}, 1, "bad.ini", "modle"},
+    {"[model]\nthis is not a key\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "syntax"},
+    {"[model]\nfamily = lstm\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "family"},
+    {"[model]\ngate = maybe\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "gate"},
+    {"[train]\nbatch_size = 2.5\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "batch_size"},
+    {"[train]\nbatch_size = 0\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "batch_size"},
+    {"[model]\ndropout = 1.5\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "dropout"},
+    {"[optim]\nlr = nan\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "lr"},
+    {"[optim]\nlr = inf\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "lr"},
+    {"[schedule]\nmin_lr = 1\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "min_lr"},
+    {"[model]\nmax_len = 8\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "max_len"},
+    {"[model]\nd_model = 99999999999999999999999\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "d_model"},
+    {"[train]\nnonfinite = ignore\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "nonfinite"},
+    {"[data]\ndataset = imagenet\n", 0, {TRAIN_BAD}, 1, "bad.ini:4", "dataset"},
+    {"[run]\nbase = nothere.ini\n", 1, {TRAIN_BAD}, 1, "bad.ini:2", "nothere.ini"},
+    {"[run]\nbase = bad.ini\n", 1, {TRAIN_BAD}, 1, "bad.ini:2", "cycle"},
+    {"\x01\x02\xff\xfe garbage\n", 1, {TRAIN_BAD}, 1, "bad.ini:1", "syntax"},
+    {"[run]\nname = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+     0, {TRAIN_BAD}, 1, "bad.ini:4", "too long"},
+    {"", 1, {TRAIN_BAD}, 1, "bad.ini", "required"},
+    /* --set overrides name the option and the key */
+    {"", 0, {"train", "@base", "--quiet", "--set", "model.r", NULL}, 1, "--set model.r", "="},
+    {"", 0, {"train", "@base", "--quiet", "--set", "foo.bar=1", NULL}, 1, "--set foo.bar=1", "foo"},
+    {"", 0, {"train", "@base", "--quiet", "--set", "model.nope=1", NULL}, 1, "--set model.nope=1", "nope"},
+    {"", 0, {"train", "@base", "--quiet", "--set", "model.r=abc", NULL}, 1, "--set model.r=abc", "r"},
+    {"", 0, {"train", "@base", "--quiet", "--set", "model.r=64", NULL}, 1, "--set model.r=64", "r"},
+    {"", 0, {"train", "@base", "--quiet", "--set=train.epochs=-1", NULL}, 1, "train.epochs=-1", "epochs"},
+    /* files */
+    {"", 0, {"train", "/nonexistent/none.ini", "--quiet", NULL}, 1, "/nonexistent/none.ini", ""},
+    {"", 0, {"train", "--resume", "/nonexistent/run", NULL}, 1, "/nonexistent/run/last.ckpt", ""},
+    {"", 0, {"eval", "/nonexistent/run", NULL}, 1, "/nonexistent/run", ""},
+    {"", 0, {"info", "/nonexistent/x.ini", NULL}, 1, "/nonexistent/x.ini", ""},
+    /* command lines: usage errors (exit 2) naming the option or argument */
+    {"", 0, {"frobnicate", NULL}, 2, "frobnicate", ""},
+    {"", 0, {"train", "@base", "--frob", NULL}, 2, "--frob", ""},
+    {"", 0, {"train", "@base", "--set", NULL}, 2, "--set", ""},
+    {"", 0, {"train", "--resume", NULL}, 2, "--resume", ""},
+    {"", 0, {"train", "@base", "--stop-after", "abc", NULL}, 2, "--stop-after", "abc"},
+    {"", 0, {"train", "@base", "--stop-after", "-3", NULL}, 2, "--stop-after", "-3"},
+    {"", 0, {"train", "@base", "@base", NULL}, 2, "unexpected argument", ""},
+    {"", 0, {"train", NULL}, 2, "recipe", "--resume"},
+    {"", 0, {"train", "--resume", "/tmp", "--set", "model.r=4", NULL}, 2, "--set", ""},
+    {"", 0, {"eval", "/tmp", "--ckpt", "middle", NULL}, 2, "--ckpt", ""},
+    {"", 0, {"eval", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
+    {"", 0, {"export", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
+};
+
+GF_TEST(unit, rel_cli_bad_inputs_table) {
+    const char *base = rel_base_recipe();
+    char bad[800];
+    snprintf(bad, sizeof bad, "%s/../bad.ini", rel_runs_dir());
+    const int n = (int)(sizeof k_cases / sizeof k_cases[0]);
+    GF_CHECK(n >= 30, "at least 30 cases (%d)", n);
+    for (int i = 0; i < n; i++) {
+        const cli_case *c = &k_cases[i];
+        char text[4096];
+        if (c->full) snprintf(text, sizeof text, "%s", c->recipe);
+        else snprintf(text, sizeof text, "[run]\nbase = %s\n%s", base, c->recipe);
+        rel_write_file(bad, text, strlen(text));
+        const char *args[10];
+        int na = 0;
+        char shown[1024] = "";
+        for (int j = 0; j < 8 && c->args[j]; j++) {
+            const char *a = c->args[j];
+            if (!strcmp(a, "@")) a = bad;
+            else if (!strcmp(a, "@base")) a = base;
+            args[na++] = a;
+            snprintf(shown + strlen(shown), sizeof shown - strlen(shown), " %s", c->args[j]);
+        }
+        args[na] = NULL;
+        rel_result res;
+        rel_gflow(&res, 0, args);
+        char first[8192];
+        memcpy(first, res.err, sizeof first);
+        char *nl = strchr(first, '\n');
+        if (nl) *nl = 0;
+        if (res.exit_code != c->exit_code)
+            gf_test_fail(__FILE__, __LINE__, "case %d (gflow%s | %.60s): exit %d (signal %d), want %d: %s", i, shown,
+                         c->recipe, res.exit_code, res.signal, c->exit_code, first);
+        else if (!strstr(first, c->needle1) || !strstr(first, c->needle2))
+            gf_test_fail(__FILE__, __LINE__, "case %d (gflow%s | %.60s): first stderr line '%s' lacks '%s' or '%s'", i,
+                         shown, c->recipe, first, c->needle1, c->needle2);
+        else if (c->exit_code == 1 && res.err_lines != 1)
+            gf_test_fail(__FILE__, __LINE__, "case %d (gflow%s): %d stderr lines, want one: %s", i, shown,
+                         res.err_lines, res.err);
+    }
+    /* and the base recipe itself is accepted (so each case fails for its own reason) */
+    const char *ok[] = {"info", base, NULL};
+    rel_result res;
+    rel_gflow(&res, 0, ok);
+    GF_CHECK(res.exit_code == 0, "gflow info on the base recipe: %s", res.err);
+}

@@ -1,0 +1,194 @@
+/* test_failures.c — through the real `gflow` binary: corrupt/truncated checkpoints on
+ * resume/eval (clear message naming the file, exit 1, nothing overwritten); non-finite values
+ * (stop naming step and tensor with the last checkpoint intact, or skip); write failures
+ * (RLIMIT_FSIZE, run directory under a regular file, metrics.tsv on a full device). */
+#include "gf_test.h"
+#include "gflow/checkpoint.h"
+#include "rel_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void dir_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", rel_runs_dir(), name); }
+
+/* `gflow train base --quiet --set run.name=NAME --set train.max_steps=STEPS [extra...]` */
+static void train(rel_result *res, const char *name, int steps, const char *const *extra, int64_t fsize) {
+    char sn[128], ss[64];
+    snprintf(sn, sizeof sn, "run.name=%s", name);
+    snprintf(ss, sizeof ss, "train.max_steps=%d", steps);
+    const char *a[32] = {"train", rel_base_recipe(), "--quiet", "--set", sn, "--set", ss};
+    int n = 7;
+    for (int i = 0; extra && extra[i]; i++) a[n++] = extra[i];
+    a[n] = NULL;
+    rel_gflow(res, fsize, a);
+}
+
+GF_TEST(smoke, rel_corrupt_checkpoint_cli) {
+    rel_result res;
+    const char *stop[] = {NULL};
+    char d[800], ck[900], keep[900], met[900], metk[900];
+    dir_of(d, sizeof d, "corrupt");
+    train(&res, "corrupt", 12, stop, 0);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    size_t n = 0, nm = 0;
+    char *good = rel_slurp(ck, &n), *mgood = rel_slurp(met, &nm);
+    GF_REQUIRE(good && n > 4096 && mgood, "checkpoint read");
+    /* the run finished; make it resumable-looking by corrupting in several ways */
+    struct { const char *what; size_t len; long flip; } cases[] = {
+        {"truncated to half", 0, -1}, {"truncated to 10 bytes", 10, -1}, {"empty", 1, -1},
+        {"a flipped byte in the weights", 0, 1}, {"a flipped byte in the header", 0, 20}, {"garbage", 2, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = n;
+        char *b = malloc(n);
+        memcpy(b, good, n);
+        if (cases[i].len == 0 && cases[i].flip < 0) len = n / 2;
+        else if (cases[i].len == 10) len = 10;
+        else if (cases[i].len == 1) len = 0;
+        else if (cases[i].len == 2) { memset(b, 'x', n); len = 1000; }
+        if (cases[i].flip == 1) b[n - 200] ^= 0x10;
+        if (cases[i].flip == 20) b[20] ^= 0x01;
+        rel_write_file(ck, b, len);
+        snprintf(keep, sizeof keep, "%s/corrupt-copy", rel_runs_dir());
+        rel_write_file(keep, b, len);
+        free(b);
+        const char *r[] = {"train", "--resume", d, "--quiet", NULL};
+        rel_gflow(&res, 0, r);
+        GF_CHECK(res.exit_code == 1 && strstr(res.err, ck) && res.err_lines == 1,
+                 "resume on a checkpoint %s: exit %d, stderr: %s", cases[i].what, res.exit_code, res.err);
+        const char *e[] = {"eval", d, "--ckpt", "last", NULL};
+        rel_gflow(&res, 0, e);
+        GF_CHECK(res.exit_code == 1 && strstr(res.err, ck) && res.err_lines == 1,
+                 "eval on a checkpoint %s: exit %d, stderr: %s", cases[i].what, res.exit_code, res.err);
+        char out[900];
+        snprintf(out, sizeof out, "%s/x.safetensors", rel_runs_dir());
+        const char *x[] = {"export", d, out, "--ckpt", "last", NULL};
+        rel_gflow(&res, 0, x);
+        GF_CHECK(res.exit_code == 1 && strstr(res.err, ck) && access(out, F_OK) != 0,
+                 "export on a checkpoint %s: exit %d, stderr: %s", cases[i].what, res.exit_code, res.err);
+        GF_CHECK(rel_files_equal(ck, keep), "the corrupt checkpoint was overwritten (%s)", cases[i].what);
+        GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp appeared");
+        snprintf(metk, sizeof metk, "%s/metrics-now", rel_runs_dir());
+        size_t nn = 0;
+        char *mnow = rel_slurp(met, &nn);
+        GF_CHECK(mnow && nn == nm && !memcmp(mnow, mgood, nm), "metrics.tsv changed by a failed resume (%s)",
+                 cases[i].what);
+        free(mnow);
+    }
+    free(good);
+    free(mgood);
+}
+
+static const char *k_explode[] = {"--set", "optim.lr=1", "--set", "schedule.warmup_steps=1000000", "--set",
+                                  "schedule.min_lr=0", "--set", "optim.weight_decay=1e6", "--set",
+                                  "train.eval_every=2", NULL};
+
+/* Weight decay 1e6 with a warmup of 10^6 steps: the decay factor |1 - lr_t * wd| grows as
+ * t, so weights grow factorially and overflow after ~18 steps (deterministic, no hooks),
+ * while checkpoints every 2 steps are still finite. */
+GF_TEST(smoke, rel_nonfinite_stops_with_intact_checkpoint) {
+    rel_result res;
+    char d[800], ck[900];
+    dir_of(d, sizeof d, "nonfinite");
+    train(&res, "nonfinite", 40, k_explode, 0);
+    GF_CHECK(res.exit_code == 1, "exit %d: %s", res.exit_code, res.err);
+    GF_CHECK(strstr(res.err, "non-finite") && strstr(res.err, "step ") && strstr(res.err, ".weight") &&
+                 res.err_lines == 1,
+             "message names the step and the tensor: %s", res.err);
+    long bad_step = 0;
+    const char *sp = strstr(res.err, "step ");
+    if (sp) bad_step = strtol(sp + 5, NULL, 10);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    GF_REQUIRE_OK(gf_ckpt_peek(ck, &m));
+    GF_CHECK(m.step > 0 && m.step < bad_step, "last checkpoint at step %lld, failure at step %ld", (long long)m.step,
+             bad_step);
+    gf_ckpt_meta_free(&m);
+    /* and it evaluates (finite weights, valid file) */
+    const char *e[] = {"eval", d, "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, e);
+    GF_CHECK(res.exit_code == 0, "eval of the last good checkpoint: %s", res.err);
+}
+
+GF_TEST(smoke, rel_nonfinite_skip_policy) {
+    rel_result res;
+    const char *a[32];
+    int n = 0;
+    for (; k_explode[n]; n++) a[n] = k_explode[n];
+    a[n++] = "--set";
+    a[n++] = "train.nonfinite=skip";
+    a[n] = NULL;
+    char sn[] = "run.name=nonfinite-skip";
+    const char *full[40] = {"train", rel_base_recipe(), "--set", sn, "--set", "train.max_steps=30"};
+    int m = 6;
+    for (int i = 0; i < n; i++) full[m++] = a[i];
+    full[m] = NULL;
+    rel_gflow(&res, 0, full);
+    GF_CHECK(res.exit_code == 0, "skip policy: exit %d: %.3000s", res.exit_code, res.err);
+    GF_CHECK(strstr(res.err, "non-finite") && strstr(res.err, "skipped"), "skipped steps are reported: %.2000s",
+             res.err);
+}
+
+GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {
+    rel_result res;
+    char d[800], ck[900], copy[900], p[900], q[900];
+    dir_of(d, sizeof d, "fsize");
+    const char *stop[] = {"--stop-after", "7", NULL};
+    train(&res, "fsize", 20, stop, 0);
+    GF_REQUIRE(res.exit_code == 0, "first part: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(copy, sizeof copy, "%s/fsize-last-copy", rel_runs_dir());
+    size_t n = 0;
+    char *b = rel_slurp(ck, &n);
+    GF_REQUIRE(b, "last.ckpt");
+    rel_write_file(copy, b, n);
+    free(b);
+    /* resume with files limited below a checkpoint's size: the next save fails */
+    const char *r[] = {"train", "--resume", d, "--quiet", NULL};
+    rel_gflow(&res, (int64_t)n / 2, r);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, ".ckpt") && res.err_lines == 1,
+             "save under RLIMIT_FSIZE: exit %d: %s", res.exit_code, res.err);
+    GF_CHECK(rel_files_equal(ck, copy), "last.ckpt changed by a failed save");
+    GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left behind");
+    /* and the run still completes, identical to an uninterrupted one */
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 0, "resume after the failure: %s", res.err);
+    const char *none[] = {NULL};
+    train(&res, "fsize-ref", 20, none, 0);
+    snprintf(p, sizeof p, "%s/metrics.tsv", d);
+    dir_of(q, sizeof q, "fsize-ref/metrics.tsv");
+    GF_CHECK(rel_files_equal(p, q), "metrics after a failed save + resume differ from an uninterrupted run");
+
+    /* a run directory under a regular file */
+    char file[900], so[1000];
+    snprintf(file, sizeof file, "%s/plainfile", rel_runs_dir());
+    rel_write_file(file, "x", 1);
+    snprintf(so, sizeof so, "run.out_dir=%s/sub", file);
+    const char *o[] = {"--set", so, NULL};
+    train(&res, "under-file", 5, o, 0);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "plainfile") && res.err_lines == 1,
+             "run dir under a file: exit %d: %s", res.exit_code, res.err);
+}
+
+/* metrics.tsv on a device that is full: every write fails, and the run must say so rather
+ * than finish with an empty log. */
+GF_TEST(smoke, rel_metrics_write_failure_reported) {
+    if (access("/dev/full", W_OK) != 0) { gf_test_skip("no /dev/full"); return; }
+    rel_result res;
+    char d[800], met[900];
+    dir_of(d, sizeof d, "devfull");
+    mkdir(d, 0755);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    unlink(met);
+    GF_REQUIRE(symlink("/dev/full", met) == 0, "symlink");
+    const char *o[] = {"--overwrite", NULL};
+    train(&res, "devfull", 6, o, 0);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "metrics.tsv"),
+             "metrics.tsv writes failing (ENOSPC) went unreported: exit %d: %s", res.exit_code, res.err);
+}
