@@ -39,6 +39,8 @@ typedef struct trainer {
     gf_schedule_cfg sched;
     char *recipe_text;
     int log;
+    gf_eval_result last_full; /* the latest full validation of this process, and its step */
+    int64_t last_full_step;
 } trainer;
 
 static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
@@ -163,6 +165,8 @@ static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {
 
 /* full evaluations decide best.ckpt and early stopping */
 static gf_status note_full_eval(trainer *t, const gf_eval_result *res, int *stop_early) {
+    t->last_full = *res;
+    t->last_full_step = t->st.step;
     /* language models select on validation loss (perplexity), classifiers on dev accuracy */
     double score = t->s.is_nli ? -res->acc : res->loss;
     if (score < t->st.best_val) {
@@ -377,8 +381,13 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     memcpy(keep, P->data, bytes);
     memcpy(keep + P->n, P->m, bytes);
     memcpy(keep + 2 * P->n, P->v, bytes);
-    gf_status st = t->st.best_step >= 0 ? gf_ckpt_load(bpath, P, NULL) : GF_OK;
-    if (!st) st = gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val);
+    gf_status st = GF_OK;
+    if (t->st.best_step >= 0 && t->st.best_step == t->last_full_step) {
+        val = t->last_full; /* the best is the current weights, just evaluated */
+    } else {
+        if (t->st.best_step >= 0) st = gf_ckpt_load(bpath, P, NULL);
+        if (!st) st = gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val);
+    }
     if (!st) st = gf_session_eval(&t->s, GF_SPLIT_TEST, 0, &test);
     memcpy(P->data, keep, bytes);
     memcpy(P->m, keep + P->n, bytes);
@@ -410,6 +419,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     if (!t) return gf_error_set(GF_E_NOMEM, "trainer");
     *interrupted = 0;
     t->log = !o->quiet;
+    t->last_full_step = -1;
     gf_status st = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!st) {
         if (o->resume_dir) snprintf(t->dir, sizeof t->dir, "%s", o->resume_dir);
