@@ -69,9 +69,9 @@ for h in "${harnesses[@]}"; do
   # -max_len: recipes and SNLI rows are text; checkpoints of the seed model are ~2 KB
   (cd "$work" && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      "../fuzz_$h" "${limit[@]}" -max_len=8192 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-     -jobs="$jobs" -workers="$jobs" -artifact_prefix="./crash-$h-" "corpus_$h" "${seeds[@]/#/../../}" ) >"$log" 2>&1
+     $( [ "$jobs" -gt 1 ] && echo "-jobs=$jobs -workers=$jobs" ) -artifact_prefix="./crash-$h-" "corpus_$h" "${seeds[@]/#/../../}" ) >"$log" 2>&1
   rc=$?
-  execs=$(grep -h 'stat::number_of_executed_units' "$log" "$work"/fuzz-*.log 2>/dev/null | awk '{s += $2} END {print s + 0}')
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" 2>/dev/null | awk '{s += $2} END {print s + 0}')
   if [ $rc = 0 ]; then
     pass=$((pass + 1)); echo "fuzz $h: ok, $execs executions ($(ls "$work/corpus_$h" | wc -l) corpus files)"
   else

@@ -77,6 +77,12 @@ static double cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static long minor_faults(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
 static long peak_rss_kib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -145,6 +151,7 @@ int gf_cmd_bench(int argc, char **argv) {
     ctx.training = 1;
 
     double t_fwd = 0, t_bwd = 0, t_opt = 0, loss_last = 0, cpu0 = 0, cpu = 0;
+    long flt0 = 0;
     int64_t mallocs_before = 0;
     for (int64_t it = 0; it < warmup + steps; it++) {
         int timed = it >= warmup;
@@ -152,6 +159,7 @@ int gf_cmd_bench(int argc, char **argv) {
             memset(&ctx.prof, 0, sizeof ctx.prof);
             mallocs_before = ctx.arena.n_chunk_allocs;
             cpu0 = cpu_now();
+            flt0 = minor_faults();
         }
         ctx.profile = timed && profile;
         for (int64_t i = 0; i < B * (L + 1); i++) win[i] = (int32_t)gf_rng_below(&rng, (uint64_t)cfg.vocab);
@@ -199,6 +207,7 @@ int gf_cmd_bench(int argc, char **argv) {
         printf("mfu_pct: %.1f\n", 100.0 * gflops / peak);
     }
     printf("arena_mb: %.1f\n", (double)gf_arena_capacity(&ctx.arena) / 1048576.0);
+    printf("page_faults_per_step: %.0f\n", (double)(minor_faults() - flt0) / (double)steps);
     printf("arena_mallocs_timed: %lld\n", (long long)mallocs);
     printf("peak_rss_mb: %.1f\n", (double)peak_rss_kib() / 1024.0);
     gf_ctx_free(&ctx);

@@ -411,7 +411,7 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
         if (k->type != GF_RK_BASE) continue;
         const char *v = entries[i].value;
         if (!*v) continue;
-        char path[PATH_MAX + GF_RECIPE_STR], dir[PATH_MAX];
+        char path[PATH_MAX + GF_RECIPE_STR + 2], dir[PATH_MAX];
         if (v[0] == '/') {
             snprintf(path, sizeof path, "%s", v);
         } else {

@@ -65,8 +65,9 @@ static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
     else snprintf(buf, cap, fmt, v);
 }
 
-static void metrics_line(trainer *t, const char *split, double loss, double ppl, double ppl_word, double acc,
-                         double lr, double gnorm) {
+/* One metrics.tsv line; a failed write (full disk, file size limit) is an error, never silent. */
+static gf_status metrics_line(trainer *t, const char *split, double loss, double ppl, double ppl_word, double acc,
+                              double lr, double gnorm) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     fmt_num(a, sizeof a, loss, "%.6f");
     fmt_num(b, sizeof b, ppl, "%.4f");
@@ -74,9 +75,11 @@ static void metrics_line(trainer *t, const char *split, double loss, double ppl,
     fmt_num(d, sizeof d, acc, "%.5f");
     fmt_num(e, sizeof e, lr, "%.6e");
     fmt_num(f, sizeof f, gnorm, "%.6f");
-    fprintf(t->metrics, "%lld\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)t->st.step, (long long)t->st.epoch,
-            split, a, b, c, d, e, f);
-    fflush(t->metrics);
+    int w = fprintf(t->metrics, "%lld\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)t->st.step,
+                    (long long)t->st.epoch, split, a, b, c, d, e, f);
+    if (w < 0 || fflush(t->metrics) != 0 || ferror(t->metrics))
+        return gf_error_set(GF_E_IO, "%s/metrics.tsv: write failed: %s", t->dir, strerror(errno));
+    return GF_OK;
 }
 
 static gf_status save_ckpt(trainer *t, const char *name) {
@@ -126,8 +129,9 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
         t->metrics = fopen(mpath, "w");
         t->speed = fopen(spath, "w");
         if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot create: %s", mpath, strerror(errno));
-        fprintf(t->metrics, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n");
-        fprintf(t->speed, "step\tms_per_step\ttokens_per_s\n");
+        if (fprintf(t->metrics, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n") < 0 ||
+            fflush(t->metrics) != 0 || fprintf(t->speed, "step\tms_per_step\ttokens_per_s\n") < 0 || fflush(t->speed) != 0)
+            return gf_error_set(GF_E_IO, "%s: write failed: %s", mpath, strerror(errno));
         return GF_OK;
     }
     /* resume: metrics.tsv is cut back to what the checkpoint had seen */
@@ -153,7 +157,7 @@ static const char *first_nonfinite_grad(const gf_params *p) {
 
 static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {
     GF_TRY(gf_session_eval(&t->s, GF_SPLIT_VALID, full ? 0 : t->s.r.train.eval_batches, res));
-    metrics_line(t, "valid", res->loss, res->ppl, res->ppl_word, res->acc, NAN, NAN);
+    GF_TRY(metrics_line(t, "valid", res->loss, res->ppl, res->ppl_word, res->acc, NAN, NAN));
     if (t->log && t->s.is_nli)
         fprintf(stderr, "eval  step %lld | epoch %lld | dev loss %.4f | accuracy %.4f%s\n", (long long)t->st.step,
                 (long long)t->st.epoch + 1, res->loss, res->acc, full ? "" : " (partial)");
@@ -317,7 +321,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
                 fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n",
                         (long long)t->st.step + 1, bad ? bad : "a gradient");
             t->st.step++;
-            metrics_line(t, "train", lv, NAN, NAN, NAN, lr, gn);
+            GF_TRY(metrics_line(t, "train", lv, NAN, NAN, NAN, lr, gn));
             continue;
         }
         gf_adamw_step(t->s.params, &t->st.adamw, &t->adamw, lr);
@@ -327,8 +331,10 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         t_steps += dt;
         t->st.train_seconds += dt;
         steps_here++;
-        metrics_line(t, "train", lv, t->s.is_nli ? NAN : exp(lv), NAN, NAN, lr, gn);
-        fprintf(t->speed, "%lld\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3, (double)(rows * t->L) / dt);
+        GF_TRY(metrics_line(t, "train", lv, t->s.is_nli ? NAN : exp(lv), NAN, NAN, lr, gn));
+        if (fprintf(t->speed, "%lld\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3, (double)(rows * t->L) / dt) < 0 ||
+            fflush(t->speed) != 0)
+            return gf_error_set(GF_E_IO, "%s/speed.tsv: write failed: %s", t->dir, strerror(errno));
         int epoch_end = t->st.step % t->spe == 0;
         if (t->log && (t->st.step % r->train.log_every == 0 || t->st.step == 1 || t->st.step == t->total)) {
             char eta[32];
@@ -396,7 +402,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     GF_TRY(st);
     int64_t step_now = t->st.step;
     t->st.step = t->st.best_step;
-    metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN);
+    GF_TRY(metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN));
     t->st.step = step_now;
     GF_TRY(write_summary(t, &val, &test));
     t->st.finished = 1;
