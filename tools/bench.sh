@@ -6,6 +6,9 @@
 #     --steps N (gflow, 5)  --torch-steps N (3)  --warmup W (2)  --set k=v (both sides)
 #     --native         also run gflow with OPENBLAS_CORETYPE unset (OpenBLAS's native kernel)
 #   env BUILD (build) picks the build dir holding ./gflow.
+# OMP_WAIT_POLICY defaults to passive for BOTH sides (export OMP_WAIT_POLICY=active to override):
+# on this 2-core machine spinning OpenMP workers fight OpenBLAS's own threads and other jobs
+# (docs/performance.md, "Threads").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 recipe=recipes/wikitext2.ini
@@ -24,6 +27,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 gflow=${BUILD:-build}/gflow
 [ -x "$gflow" ] || { echo "bench.sh: $gflow not built (ninja -C ${BUILD:-build})" >&2; exit 1; }
 field() { grep -E "^$1: " | head -1 | sed -E "s/^$1: ([0-9.eE+-]+).*/\1/"; }

@@ -16,6 +16,16 @@ rc=${PIPESTATUS[0]}
 read -r p f < <(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" |
                 awk '{p += $1; f += $3} END {print p + 0, f + 0}')
 rm -f "$log"
+# The PyTorch side of the golden tests: regenerate every fixture in memory and compare with the
+# committed files (skipped, and said so, when Debian's python3-torch is not installed).
+if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
+  for fx in tools/make_fixtures.py tools/make_fixtures_nli.py; do
+    if /usr/bin/python3 "$fx" --check; then echo "ok    python/$fx --check"; p=$((p + 1))
+    else echo "FAIL  python/$fx --check"; f=$((f + 1)); fi
+  done
+else
+  echo "SKIP  python fixture checks: /usr/bin/python3 lacks torch/numpy (apt-get install python3-torch)"
+fi
 if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi   # a crashed suite counts as a failure
 echo "$p passed, $f failed"
 [ "$rc" = 0 ] && [ "$f" = 0 ]

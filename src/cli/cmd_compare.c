@@ -31,8 +31,8 @@ static int read_summary(const char *dir, kv *out, int cap) {
         line[strcspn(line, "\0")] = 0;
         char *v = tab + 1;
         v[strcspn(v, "\r\n")] = 0;
-        snprintf(out[n].key, sizeof out[n].key, "%s", line);
-        snprintf(out[n].val, sizeof out[n].val, "%s", v);
+        snprintf(out[n].key, sizeof out[n].key, "%.63s", line);
+        snprintf(out[n].val, sizeof out[n].val, "%.511s", v);
         n++;
     }
     fclose(f);

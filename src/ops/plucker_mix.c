@@ -13,7 +13,7 @@
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW += G_vᵀ pbar_v ;  db += Σ_v G_v     (v: rows with a valid offset; others got g = 0)
- *   dpbar_t = G_t W                          (one GEMM)
+ *   dpbar_t = G_t W                          (one GEMM, in row blocks)
  *   per valid δ:  Ĝ = dpbar_t / |W_t|
  *     normalize, n > eps:  dp = (Ĝ - q (q·Ĝ)) / n,  q = p / n   (derivative of p/|p|)
  *     normalize, n <= eps: dp = Ĝ / eps                          (the max picked the constant)
@@ -28,6 +28,8 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+
+#define PM_ROWS 1024 /* rows per dpbar block in backward */
 
 typedef struct {
     float *pbar;     // (B, L, P)
@@ -94,17 +96,22 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     }
     if (!gf_needs_grad(z)) return;
 
-    float *dpbar = gf_arena_floats(&ctx->arena, BL * P); // (B*L, P)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(BL), gf_blas_int(P), gf_blas_int(D), 1.0f,
-                G, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
+    /* dpbar is produced in row blocks of PM_ROWS into one reused buffer: the arena keeps every
+     * backward scratch until the step ends, so a full (B*L, P) buffer per layer was peak RSS */
+    const int64_t RB = BL < PM_ROWS ? BL : PM_ROWS;
+    float *dpbar = gf_arena_floats(&ctx->arena, RB * P); // (RB, P)
     float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
 
     /* per-thread scratch (P floats for p, P for dp) allocated up front: the arena is not thread-safe */
     int T = omp_get_max_threads();
     float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * 2 * P); // (T, 2, P)
 
+    for (int64_t r0 = 0; r0 < BL; r0 += RB) {
+    const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(nr), gf_blas_int(P), gf_blas_int(D), 1.0f,
+                G + r0 * D, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BL; r++) {
+    for (int64_t r = r0; r < r0 + nr; r++) {
         if (!sv->valid[r]) continue;
         int64_t t = r % L;
         float *pk = scratch + (int64_t)omp_get_thread_num() * 2 * P, *dp = pk + P;
@@ -113,7 +120,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
         int64_t cnt = 0;
         for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
         float inv_cnt = 1.0f / (float)cnt;
-        const float *Gp = dpbar + r * P;
+        const float *Gp = dpbar + (r - r0) * P;
         for (int64_t q = 0; q < NW; q++) {
             if (t - offs[q] < 0) continue;
             const float *c = a - offs[q] * R;
@@ -152,6 +159,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
                 k += R - 1 - i;
             }
         }
+    }
     }
     /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
 #pragma omp parallel for schedule(static)

@@ -412,11 +412,16 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
         const char *v = entries[i].value;
         if (!*v) continue;
         char path[PATH_MAX + GF_RECIPE_STR + 2], dir[PATH_MAX];
+        int plen;
         if (v[0] == '/') {
-            snprintf(path, sizeof path, "%s", v);
+            plen = snprintf(path, sizeof path, "%s", v);
         } else {
             dir_of(name, dir, sizeof dir);
-            snprintf(path, sizeof path, "%s/%s", dir, v);
+            plen = snprintf(path, sizeof path, "%s/%s", dir, v);
+        }
+        if (plen < 0 || plen >= (int)sizeof path) {
+            st = gf_error_set(GF_E_INVALID, "%s:%d: [run] base: path too long", name, entries[i].line);
+            break;
         }
         char real[PATH_MAX];
         if (!realpath(path, real)) {
