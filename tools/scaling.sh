@@ -45,7 +45,8 @@ for L in $lens; do
   printf "$row\n" | tee -a "$tsv"
 done
 echo "# load after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$tsv"
-cross=$(awk '!/^#/ && $1 ~ /^[0-9]+$/ { if ($3 > $5) { print $1; exit } }' "$tsv")
+# crossover: the smallest measured L from which the Grassmann model is faster at every longer L
+cross=$(awk '!/^#/ && $1 ~ /^[0-9]+$/ { if ($3 > $5) { if (c == "") c = $1 } else c = "" } END { print c }' "$tsv")
 echo "# crossover: GrassmannLM faster than TransformerLM from L = ${cross:-none of the lengths measured}" | tee -a "$tsv"
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP

@@ -30,15 +30,7 @@ int gf_cmd_export(int argc, char **argv) {
     gf_status st = gf_run_ckpt_path(src, which, path, sizeof path);
     if (!st) st = gf_session_model_from_ckpt(path, &r, &lm);
     if (st) return gf_cli_fail(st);
-    char *text = NULL;
-    st = gf_recipe_resolved_text(&r, &text);
-    char vocab[32], layers[32];
-    snprintf(vocab, sizeof vocab, "%lld", (long long)lm.cfg.vocab);
-    snprintf(layers, sizeof layers, "%lld", (long long)lm.cfg.n_layers);
-    const char *keys[5] = {"format", "family", "block", "vocab", "recipe"};
-    const char *vals[5] = {"gflow-lm-1", gf_family_name(lm.cfg.family), gf_block_name(lm.cfg.block), vocab, text ? text : ""};
-    if (!st) st = gf_st_save_params(out, &lm.params, 5, keys, vals);
-    free(text);
+    st = gf_lm_export(&lm, &r, out);
     if (st) { gf_lm_free(&lm); return gf_cli_fail(st); }
     printf("exported %lld parameters (%lld tensors) from %s to %s\n", (long long)lm.params.n,
            (long long)lm.params.n_items, path, out);

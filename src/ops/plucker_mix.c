@@ -107,59 +107,59 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * 2 * P); // (T, 2, P)
 
     for (int64_t r0 = 0; r0 < BL; r0 += RB) {
-    const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(nr), gf_blas_int(P), gf_blas_int(D), 1.0f,
-                G + r0 * D, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
-#pragma omp parallel for schedule(static)
-    for (int64_t r = r0; r < r0 + nr; r++) {
-        if (!sv->valid[r]) continue;
-        int64_t t = r % L;
-        float *pk = scratch + (int64_t)omp_get_thread_num() * 2 * P, *dp = pk + P;
-        const float *a = z->data + r * R;
-        float *da = z->grad + r * R;
-        int64_t cnt = 0;
-        for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
-        float inv_cnt = 1.0f / (float)cnt;
-        const float *Gp = dpbar + (r - r0) * P;
-        for (int64_t q = 0; q < NW; q++) {
-            if (t - offs[q] < 0) continue;
-            const float *c = a - offs[q] * R;
-            float *dc = dpast + (r * NW + q) * R;
-            plucker_pairs(a, c, pk, R);
-            float nrm = sv->norms[r * NW + q];
-            if (!normalize) {
-                for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
-            } else if (nrm > eps) {
-                float qg = 0.0f;
-#pragma omp simd reduction(+ : qg)
-                for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
-                qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
-                float s = inv_cnt / nrm, qn = qg / nrm;
-#pragma omp simd
-                for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * qn;
-            } else {
-                float s = inv_cnt / eps;
-                for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * s;
-            }
-            /* through the antisymmetric product */
-            int64_t k = 0;
-            for (int64_t i = 0; i < R - 1; i++) {
-                float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
-                const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
-#pragma omp simd reduction(+ : dai, dci)
-                for (int64_t j = i + 1; j < R; j++) {
-                    float d = dpi[j];
-                    dai += d * c[j];
-                    da[j] -= d * ci;
-                    dci -= d * a[j];
-                    dc[j] += d * ai;
+        const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(nr), gf_blas_int(P), gf_blas_int(D), 1.0f,
+                    G + r0 * D, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
+    #pragma omp parallel for schedule(static)
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            if (!sv->valid[r]) continue;
+            int64_t t = r % L;
+            float *pk = scratch + (int64_t)omp_get_thread_num() * 2 * P, *dp = pk + P;
+            const float *a = z->data + r * R;
+            float *da = z->grad + r * R;
+            int64_t cnt = 0;
+            for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
+            float inv_cnt = 1.0f / (float)cnt;
+            const float *Gp = dpbar + (r - r0) * P;
+            for (int64_t q = 0; q < NW; q++) {
+                if (t - offs[q] < 0) continue;
+                const float *c = a - offs[q] * R;
+                float *dc = dpast + (r * NW + q) * R;
+                plucker_pairs(a, c, pk, R);
+                float nrm = sv->norms[r * NW + q];
+                if (!normalize) {
+                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
+                } else if (nrm > eps) {
+                    float qg = 0.0f;
+    #pragma omp simd reduction(+ : qg)
+                    for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
+                    qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
+                    float s = inv_cnt / nrm, qn = qg / nrm;
+    #pragma omp simd
+                    for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * qn;
+                } else {
+                    float s = inv_cnt / eps;
+                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * s;
                 }
-                da[i] += dai;
-                dc[i] += dci;
-                k += R - 1 - i;
+                /* through the antisymmetric product */
+                int64_t k = 0;
+                for (int64_t i = 0; i < R - 1; i++) {
+                    float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
+                    const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
+    #pragma omp simd reduction(+ : dai, dci)
+                    for (int64_t j = i + 1; j < R; j++) {
+                        float d = dpi[j];
+                        dai += d * c[j];
+                        da[j] -= d * ci;
+                        dci -= d * a[j];
+                        dc[j] += d * ai;
+                    }
+                    da[i] += dai;
+                    dc[i] += dci;
+                    k += R - 1 - i;
+                }
             }
         }
-    }
     }
     /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
 #pragma omp parallel for schedule(static)

@@ -336,3 +336,15 @@ gf_status gf_session_model_from_ckpt(const char *path, gf_recipe *r, gf_lm *lm) 
     if (st) gf_lm_free(lm);
     return st;
 }
+
+gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path) {
+    char *text = NULL;
+    GF_TRY(gf_recipe_resolved_text(r, &text));
+    char vocab[32];
+    snprintf(vocab, sizeof vocab, "%lld", (long long)lm->cfg.vocab);
+    const char *keys[5] = {"format", "family", "block", "vocab", "recipe"};
+    const char *vals[5] = {"gflow-lm-1", gf_family_name(lm->cfg.family), gf_block_name(lm->cfg.block), vocab, text};
+    gf_status st = gf_st_save_params(path, &lm->params, 5, keys, vals);
+    free(text);
+    return st;
+}

@@ -61,5 +61,8 @@ void gf_session_nli_cfg(const gf_recipe *r, int64_t vocab, gf_nli_cfg *c);
 /* Rebuild the LM of a checkpoint without any data: recipe and vocabulary come from the
  * checkpoint's metadata. Fills *r and initialises *lm (weights loaded from the file). */
 gf_status gf_session_model_from_ckpt(const char *path, gf_recipe *r, gf_lm *lm);
+/* `gflow export`: the LM's weights as safetensors, with the resolved recipe and vocabulary in
+ * the metadata (tools/load_gflow.py rebuilds the PyTorch model from exactly these). */
+gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path);
 
 #endif
