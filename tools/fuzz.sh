@@ -61,7 +61,8 @@ for h in "${harnesses[@]}"; do
   [ -n "$only" ] && [ "$only" != "$h" ] && continue
   [ -x "$out/fuzz_$h" ] || continue
   mkdir -p "$work/corpus_$h"
-  seeds=("tests/fuzz/corpus/$h")
+  seeds=()
+  [ -d "tests/fuzz/corpus/$h" ] && seeds+=("tests/fuzz/corpus/$h")   # ckpt has only generated seeds
   [ -d "$work/seeds/$h" ] && seeds+=("$work/seeds/$h")
   limit=(-max_total_time="$secs")
   [ -n "$runs" ] && limit=(-runs="$runs")

@@ -83,7 +83,7 @@ static gf_status encode_sentence(snli_ctx *c, const char *s, size_t n, int32_t *
     if (st != GF_OK) return gf_error_wrap(st, "%s:%lld: ", c->path, (long long)c->line);
     int64_t Ls = c->d->Ls, k = c->ids.n < Ls ? c->ids.n : Ls;
     if (c->ids.n > Ls) c->d->truncated++;
-    memcpy(row, c->ids.data, (size_t)k * sizeof *row);
+    if (k > 0) memcpy(row, c->ids.data, (size_t)k * sizeof *row); /* an empty sentence has no ids buffer */
     for (int64_t i = k; i < Ls; i++) row[i] = c->opts->pad_id;
     *len = (int32_t)k;
     return GF_OK;
