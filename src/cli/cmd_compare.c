@@ -95,7 +95,8 @@ int gf_cmd_compare(int argc, char **argv) {
         }
         const char *fam = n ? get(k, n, "family") : NULL, *params = n ? get(k, n, "params") : NULL;
         const char *tp = n ? get(k, n, "test_ppl") : NULL, *tw = n ? get(k, n, "test_ppl_word") : NULL;
-        if (n && get(k, n, "best_val_acc")) { /* NLI run: accuracies (higher is better) */
+        int is_acc = n && get(k, n, "best_val_acc") != NULL;
+        if (is_acc) { /* NLI run: accuracies (higher is better) */
             best = strtod(get(k, n, "best_val_acc"), NULL);
             tp = get(k, n, "test_acc");
         }
@@ -106,8 +107,8 @@ int gf_cmd_compare(int argc, char **argv) {
         if (!n && has_acc) { /* running NLI: best dev accuracy so far is not tracked in the table */ }
         char gap[32];
         snprintf(gap, sizeof gap, i == 0 ? "—" : "%+.1f%%", 100.0 * (best / first - 1.0));
-        printf("| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n", dirs[i], fam ? fam : "?", params ? params : "?",
-               best, be, n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
+        printf(is_acc ? "| %s | %s | %s | %.4f (%ld)%s | %s | %s | %s | %s |\n" : "| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n",
+               dirs[i], fam ? fam : "?", params ? params : "?", best, be, n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
     }
     if (strcmp(plot, "none") != 0 && rc == GF_EXIT_OK) {
         char script[8192];
