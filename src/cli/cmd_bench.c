@@ -11,6 +11,7 @@
  * forward). Output is `key: value` lines so tools/bench.sh can parse it.
  */
 #include "cli.h"
+#include "../train/session.h"
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,31 +27,6 @@ static void help(void) {
            "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
            "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
            "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n");
-}
-
-static void model_cfg_from_recipe(const gf_recipe *r, gf_model_cfg *c) {
-    gf_model_cfg_default(c);
-    c->family = r->model.family;
-    c->block = r->model.block;
-    c->vocab = r->tokenizer.vocab_size;
-    c->d_model = r->model.d_model;
-    c->d_ff = r->model.d_ff;
-    c->n_layers = r->model.n_layers;
-    c->max_len = r->model.max_len;
-    c->dropout = (float)r->model.dropout;
-    c->ln_eps = (float)r->model.ln_eps;
-    c->init_std = (float)r->model.init_std;
-    c->r = r->model.r;
-    c->n_offsets = (int32_t)r->model.offsets.n;
-    for (int64_t i = 0; i < r->model.offsets.n && i < GF_MAX_OFFSETS; i++) c->offsets[i] = r->model.offsets.v[i];
-    c->n_schedule = (int32_t)r->model.offset_schedule.n;
-    for (int64_t i = 0; i < r->model.offset_schedule.n && i < GF_MAX_LAYERS; i++)
-        c->offset_schedule[i] = r->model.offset_schedule.v[i];
-    c->eps = (float)r->model.eps;
-    c->normalize = r->model.normalize;
-    c->gate = r->model.gate;
-    c->plucker = r->model.plucker;
-    c->heads = r->model.heads;
 }
 
 /* best-of-reps GFLOPS of C (n, n) = A (n, n) · Bᵀ, row-major, like the model's linear layers */
@@ -124,7 +100,7 @@ int gf_cmd_bench(int argc, char **argv) {
     if (threads < 0) threads = (int)rc->run.threads;
     gf_threads_set(threads);
     gf_model_cfg cfg;
-    model_cfg_from_recipe(rc, &cfg);
+    gf_session_model_cfg(rc, rc->tokenizer.vocab_size, &cfg);
     if (cfg.max_len < L) cfg.max_len = L; /* --seq-len beyond the recipe's max_len grows the position table */
     gf_adamw_cfg acfg;
     gf_schedule_cfg scfg;
