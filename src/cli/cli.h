@@ -17,6 +17,7 @@ int gf_cmd_export(int argc, char **argv);
 int gf_cmd_data(int argc, char **argv);
 int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_ablate(int argc, char **argv);
+int gf_cmd_probe(int argc, char **argv);
 
 /* print "gflow: <message>" for a failed status and return GF_EXIT_ERROR */
 static inline int gf_cli_fail(gf_status s) {

@@ -9,10 +9,13 @@
  * MFU is measured against a large cblas_sgemm timed in the same process (same BLAS, same
  * threads, same environment), FLOPs are 3 × gf_lm_flops_per_token × tokens (backward = 2 ×
  * forward). Output is `key: value` lines so tools/bench.sh can parse it.
+ * Under mpirun every rank times its slice of the global batch (B / N rows) plus the gradient
+ * allreduce the trainer does; rank 0 prints, with the communication time per step.
  */
 #include "cli.h"
 #include "../train/session.h"
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -95,10 +98,22 @@ int gf_cmd_bench(int argc, char **argv) {
     if (!rc) { fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
     gf_status s = gf_recipe_load(path, sets, n_sets, rc);
     if (s) { free(rc); return gf_cli_fail(s); }
+    s = gf_dist_init(&argc, &argv);
+    if (s) { free(rc); return gf_cli_fail(s); }
+    int rank = gf_dist_rank(), world = gf_dist_size();
     if (L <= 0) L = rc->data.seq_len;
     if (B <= 0) B = rc->train.batch_size;
     if (threads < 0) threads = (int)rc->run.threads;
+    if (threads <= 0 && gf_dist_local_size() > 1) threads = omp_get_num_procs() / gf_dist_local_size();
     gf_threads_set(threads);
+    if (B % world != 0) {
+        if (rank == 0) fprintf(stderr, "gflow bench: batch %lld does not divide among %d ranks\n", (long long)B, world);
+        free(rc);
+        gf_dist_finalize();
+        return GF_EXIT_USAGE;
+    }
+    int64_t Bg = B; /* the global batch; this rank runs B / N rows of it */
+    B /= world;
     gf_model_cfg cfg;
     gf_session_model_cfg(rc, rc->tokenizer.vocab_size, &cfg);
     if (cfg.max_len < L) cfg.max_len = L; /* --seq-len beyond the recipe's max_len grows the position table */
@@ -110,6 +125,7 @@ int gf_cmd_bench(int argc, char **argv) {
     free(rc);
 
     double peak = peak_n > 0 ? sgemm_peak(peak_n) : 0.0;
+    if (world > 1) { double p = peak; gf_dist_sum_f64(&p, 1); peak = p; } /* the job's peak: every rank's */
 
     gf_lm *m = calloc(1, sizeof *m);
     if (!m) { fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
@@ -126,7 +142,7 @@ int gf_cmd_bench(int argc, char **argv) {
     gf_ctx_init(&ctx, (size_t)64 << 20, &rng);
     ctx.training = 1;
 
-    double t_fwd = 0, t_bwd = 0, t_opt = 0, loss_last = 0, cpu0 = 0, cpu = 0;
+    double t_fwd = 0, t_bwd = 0, t_opt = 0, t_comm = 0, loss_last = 0, cpu0 = 0, cpu = 0;
     long flt0 = 0;
     int64_t mallocs_before = 0;
     for (int64_t it = 0; it < warmup + steps; it++) {
@@ -145,22 +161,43 @@ int gf_cmd_bench(int argc, char **argv) {
         double t1 = gf_time_now();
         gf_tape_backward(&ctx, loss);
         double t2 = gf_time_now();
+        double c_step = 0.0;
+        if (world > 1) { /* what the trainer does: pre-scale by this rank's share, sum */
+            double c0 = gf_time_now();
+            for (int64_t i = 0; i < m->params.n; i++) m->params.grad[i] *= 1.0f / (float)world;
+            s = gf_dist_sum_f32(m->params.grad, m->params.n);
+            if (s) { fprintf(stderr, "gflow bench: %s\n", gf_last_error()); gf_dist_abort(GF_EXIT_ERROR); }
+            c_step = gf_time_now() - c0;
+            if (timed) t_comm += c_step;
+        }
         gf_clip_grad_norm(&m->params, clip);
         gf_adamw_step(&m->params, &ast, &acfg, lr);
         loss_last = loss->data[0];
         gf_ctx_reset(&ctx);
         double t3 = gf_time_now();
-        if (timed) { t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; }
+        if (timed) { t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2 - c_step; }
     }
     cpu = cpu_now() - cpu0;
     int64_t mallocs = ctx.arena.n_chunk_allocs - mallocs_before;
     double total = t_fwd + t_bwd + t_opt, per = total / (double)steps;
-    double tok = (double)(B * L), fpt = gf_lm_flops_per_token(&cfg, L);
+    double tok = (double)(Bg * L), fpt = gf_lm_flops_per_token(&cfg, L);
+    /* the job is as fast as its slowest rank */
+    if (world > 1) {
+        double mx[2] = {per, t_comm};
+        for (int i = 0; i < 2; i++) { double v[1] = {mx[i]}; gf_dist_sum_f64(v, 1); mx[i] = v[0] / world; }
+        per = mx[0], t_comm = mx[1];
+    }
+    if (rank != 0) {
+        gf_ctx_free(&ctx); free(win); gf_lm_free(m); free(m);
+        gf_dist_finalize();
+        return GF_EXIT_OK;
+    }
     double gflops = 3.0 * fpt * tok / per * 1e-9;
 
     printf("bench: %s family=%s block=%s layers=%lld d=%lld V=%lld L=%lld B=%lld threads=%d\n", path,
            gf_family_name(cfg.family), gf_block_name(cfg.block), (long long)cfg.n_layers, (long long)cfg.d_model,
-           (long long)cfg.vocab, (long long)L, (long long)B, gf_threads_get());
+           (long long)cfg.vocab, (long long)L, (long long)Bg, gf_threads_get());
+    printf("ranks: %d (%lld rows each, %d threads each)\n", world, (long long)B, gf_threads_get());
     printf("params: %lld\n", (long long)m->params.n);
     printf("steps: %lld (after %lld warmup)\n", (long long)steps, (long long)warmup);
     printf("loss_last: %.4f\n", loss_last);
@@ -170,6 +207,8 @@ int gf_cmd_bench(int argc, char **argv) {
     printf("ms_forward: %.1f\n", 1e3 * t_fwd / (double)steps);
     printf("ms_backward: %.1f\n", 1e3 * t_bwd / (double)steps);
     printf("ms_optimizer: %.1f\n", 1e3 * t_opt / (double)steps);
+    printf("ms_allreduce: %.1f (%.1f MB per rank per step)\n", 1e3 * t_comm / (double)steps,
+           world > 1 ? 4e-6 * (double)m->params.n : 0.0);
     if (profile) {
         for (int f = 0; f < GF_FAM_COUNT; f++)
             printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
@@ -190,5 +229,6 @@ int gf_cmd_bench(int argc, char **argv) {
     free(win);
     gf_lm_free(m);
     free(m);
+    gf_dist_finalize();
     return GF_EXIT_OK;
 }

@@ -21,6 +21,11 @@ static void help(void) {
            "  --stop-after N   stop (resumably) after N optimizer steps in total\n"
            "  --overwrite      start afresh in a run directory that already holds a run\n"
            "  --quiet          no progress lines\n\n"
+           "  Data parallel (built with MPI, the default when libopenmpi-dev is present):\n"
+           "    mpirun -np N --bind-to none gflow train RECIPE\n"
+           "  splits every global batch of [train] batch_size rows into N slices (N must divide it),\n"
+           "  sums gradients with one MPI_Allreduce per step; rank 0 writes the run; --resume works\n"
+           "  with any N. Ranks on one host share its cores unless [run] threads is set.\n\n"
            "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n");
 }
 
@@ -52,8 +57,10 @@ int gf_cmd_train(int argc, char **argv) {
         free(sets);
         return GF_EXIT_USAGE;
     }
+    /* join the MPI job, if started by mpirun (a build without MPI refuses one) */
+    gf_status st = gf_dist_init(&argc, &argv);
+    if (st) { free(sets); return gf_cli_fail(st); }
     gf_recipe r;
-    gf_status st;
     if (resume) {
         if (n_sets) { fprintf(stderr, "gflow train: --set cannot change a run being resumed\n"); free(sets); return GF_EXIT_USAGE; }
         char path[1100];
@@ -69,8 +76,13 @@ int gf_cmd_train(int argc, char **argv) {
         st = gf_recipe_load(recipe, sets, n_sets, &r);
     }
     free(sets);
-    if (st) return gf_cli_fail(st);
+    if (st) { /* every rank read the same recipe and failed alike: rank 0 says so */
+        int rc = gf_dist_rank() == 0 ? gf_cli_fail(st) : GF_EXIT_ERROR;
+        gf_dist_finalize();
+        return rc;
+    }
     char *text = NULL;
+    if (gf_dist_rank() > 0) o.quiet = 1; /* rank 0 speaks for the job */
     if (!o.quiet && !gf_recipe_resolved_text(&r, &text)) {
         fprintf(stderr, "# resolved recipe\n%s\n", text);
         free(text);
@@ -80,6 +92,19 @@ int gf_cmd_train(int argc, char **argv) {
     o.stop_flag = &stop_flag;
     int interrupted = 0;
     st = gf_train_run(&r, &o, &interrupted);
-    if (st) return gf_cli_fail(st);
+    if (st) {
+        if (gf_dist_size() > 1) {
+            /* Setup failures are agreed on (every rank is here; the failing ranks speak). Any other
+             * failure ends the job: the other ranks would wait in the next allreduce. */
+            int together = gf_dist_failed_together();
+            if (!together || !strstr(gf_last_error(), "ranks failed (their messages above)"))
+                fprintf(stderr, "gflow: rank %d: error (%s): %s\n", gf_dist_rank(), gf_status_name(st), gf_last_error());
+            if (!together) gf_dist_abort(GF_EXIT_ERROR);
+            gf_dist_finalize();
+            return GF_EXIT_ERROR;
+        }
+        return gf_cli_fail(st);
+    }
+    gf_dist_finalize();
     return interrupted && stop_flag ? 130 : GF_EXIT_OK;
 }

@@ -17,6 +17,7 @@ static const gf_command commands[] = {
     {"selftest", gf_cmd_selftest, "train a tiny model on synthetic data end to end (core demo)"},
     {"bench", gf_cmd_bench, "time training steps of a recipe's model on random tokens (tokens/s, MFU, RSS)"},
     {"ablate", gf_cmd_ablate, "run an ablation study (base recipe + variants), resumable, with a summary table and plot"},
+    {"probe", gf_cmd_probe, "geometry probes of trained runs: curvature, pca, hessian (one run, or two overlaid)"},
 };
 
 static void usage(FILE *f) {

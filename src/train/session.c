@@ -204,11 +204,15 @@ static gf_status next_from(gf_session *s, gf_lm_loader *lm, gf_snli_loader *nl, 
 
 gf_status gf_session_next(gf_session *s, int64_t *rows) { return next_from(s, s->lm_ld, s->snli_ld, s->train_B, rows); }
 
-gf_tensor *gf_session_forward(gf_session *s, int64_t rows) {
-    if (s->is_nli)
-        return gf_nli_forward(&s->nli, &s->ctx, s->prem, s->pmask, s->hyp, s->hmask, s->labels, rows,
-                              s->r.data.max_sentence_len, NULL);
-    return gf_lm_forward(&s->lm, &s->ctx, s->win, rows, s->r.data.seq_len, NULL);
+gf_tensor *gf_session_forward(gf_session *s, int64_t rows) { return gf_session_forward_rows(s, 0, rows); }
+
+gf_tensor *gf_session_forward_rows(gf_session *s, int64_t lo, int64_t n) {
+    if (s->is_nli) {
+        int64_t Ls = s->r.data.max_sentence_len;
+        return gf_nli_forward(&s->nli, &s->ctx, s->prem + lo * Ls, s->pmask + lo * Ls, s->hyp + lo * Ls,
+                              s->hmask + lo * Ls, s->labels + lo, n, Ls, NULL);
+    }
+    return gf_lm_forward(&s->lm, &s->ctx, s->win + lo * (s->r.data.seq_len + 1), n, s->r.data.seq_len, NULL);
 }
 
 int64_t gf_session_tokens_per_row(const gf_session *s) {
@@ -234,12 +238,14 @@ static gf_status eval_nli(gf_session *s, gf_split split, int64_t max_batches, gf
     s->ctx.training = 0;
     double nll = 0.0;
     int64_t cnt = 0, correct = 0, nb = 0, rows = 0;
+    int rank = gf_dist_rank(), world = gf_dist_size();
     gf_status st = GF_OK;
     /* the loader fills the session's batch buffers: keep the training batch out of the way */
     for (;;) {
         if (max_batches > 0 && nb >= max_batches) break;
         st = next_from(s, NULL, ld, s->r.eval.batch_size, &rows);
         if (st || rows == 0) break;
+        if (nb++ % world != rank) continue; /* data parallel: batch nb belongs to rank nb mod N */
         gf_nli_out out = {.pred_buf = pred};
         gf_nli_forward(&s->nli, &s->ctx, s->prem, s->pmask, s->hyp, s->hmask, s->labels, rows,
                        s->r.data.max_sentence_len, &out);
@@ -248,7 +254,6 @@ static gf_status eval_nli(gf_session *s, gf_split split, int64_t max_batches, gf
         correct += out.n_correct;
         for (int64_t i = 0; i < rows; i++)
             if (s->labels[i] >= 0 && pred[i] >= 0 && pred[i] < 3) res->confusion[s->labels[i]][pred[i]]++;
-        nb++;
         gf_ctx_reset(&s->ctx);
     }
     gf_ctx_set_grad(&s->ctx, old_grad);
@@ -256,6 +261,11 @@ static gf_status eval_nli(gf_session *s, gf_split split, int64_t max_batches, gf
     free(pred);
     gf_snli_loader_free(ld);
     if (st) return st;
+    double tot[12] = {nll, (double)cnt, (double)correct};
+    for (int i = 0; i < 9; i++) tot[3 + i] = (double)res->confusion[i / 3][i % 3];
+    GF_TRY(gf_dist_sum_f64(tot, 12));
+    nll = tot[0], cnt = (int64_t)tot[1], correct = (int64_t)tot[2];
+    for (int i = 0; i < 9; i++) res->confusion[i / 3][i % 3] = (int64_t)tot[3 + i];
     res->n_tokens = cnt;
     res->loss = cnt ? nll / (double)cnt : NAN;
     res->ppl = NAN;
@@ -278,16 +288,17 @@ gf_status gf_session_eval(gf_session *s, gf_split split, int64_t max_batches, gf
     s->ctx.training = 0;
     double nll = 0.0;
     int64_t cnt = 0, nb = 0, rows = 0;
+    int rank = gf_dist_rank(), world = gf_dist_size();
     gf_status st = GF_OK;
     for (;;) {
         if (max_batches > 0 && nb >= max_batches) break;
         st = gf_lm_loader_next(ld, batch, B, &rows);
         if (st || rows == 0) break;
+        if (nb++ % world != rank) continue; /* data parallel: batch nb belongs to rank nb mod N */
         gf_lm_out out = {0};
         gf_lm_forward(&s->lm, &s->ctx, batch, rows, L, &out);
         nll += out.nll_sum;
         cnt += out.n_tokens;
-        nb++;
         gf_ctx_reset(&s->ctx);
     }
     gf_ctx_set_grad(&s->ctx, old_grad);
@@ -295,6 +306,9 @@ gf_status gf_session_eval(gf_session *s, gf_split split, int64_t max_batches, gf
     free(batch);
     gf_lm_loader_free(ld);
     if (st) return st;
+    double tot[2] = {nll, (double)cnt};
+    GF_TRY(gf_dist_sum_f64(tot, 2));
+    nll = tot[0], cnt = (int64_t)tot[1];
     res->n_tokens = cnt;
     res->loss = cnt ? nll / (double)cnt : NAN;
     res->ppl = exp(res->loss);

@@ -47,6 +47,8 @@ gf_status gf_session_train_loader(gf_session *s, int64_t B, int64_t *n_items, in
 gf_status gf_session_next(gf_session *s, int64_t *rows);
 /* Forward of the current batch (ctx->training decides dropout); tokens predicted per row. */
 gf_tensor *gf_session_forward(gf_session *s, int64_t rows);
+/* Forward of rows [lo, lo+n) of the current batch (a data-parallel rank's slice). */
+gf_tensor *gf_session_forward_rows(gf_session *s, int64_t lo, int64_t n);
 int64_t gf_session_tokens_per_row(const gf_session *s);
 gf_status gf_session_loader_state(const gf_session *s, gf_loader_state *st);
 gf_status gf_session_set_loader_state(gf_session *s, const gf_loader_state *st);

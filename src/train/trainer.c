@@ -5,6 +5,12 @@
  * uninterrupted one. The checkpoint carries everything the loop's future depends on: weights,
  * AdamW m/v and step, the loader position (with its shuffle RNG), the dropout RNG, the trainer
  * state below (best validation, early-stop counter, metrics.tsv length to truncate back to).
+ *
+ * Data parallel (gflow/dist.h): every rank runs this loop on the same global batches and
+ * computes its slice; gradients are summed in one allreduce before clipping, so the clip, the
+ * non-finite check and AdamW see the global gradient on every rank and the weights stay equal.
+ * Rank 0 alone writes metrics, speed and checkpoints. The checkpoint holds no per-rank state, so
+ * a run resumes with any number of ranks.
  */
 #include "session.h"
 #include <errno.h>
@@ -13,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <omp.h>
 #include <unistd.h>
 
 /* POD stored in the checkpoint's optim blob */
@@ -41,7 +48,28 @@ typedef struct trainer {
     int log;
     gf_eval_result last_full; /* the latest full validation of this process, and its step */
     int64_t last_full_step;
+    int rank, world;          /* data parallel: this rank, number of ranks (1: single process) */
+    int64_t n_items;          /* training windows or pairs */
 } trainer;
+
+/* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
+ * caches; the others then find them (no N-fold SentencePiece training, no racing writers). */
+static gf_status prepare(trainer *t, const gf_recipe *r) {
+    int first_failed = 0;
+    gf_status st = GF_OK;
+    if (t->world > 1 && t->rank > 0) { st = gf_dist_agree(GF_OK); first_failed = st != GF_OK; }
+    if (!st) st = gf_session_open(&t->s, r, t->log);
+    if (!st) {
+        t->B = r->train.batch_size;
+        t->L = gf_session_tokens_per_row(&t->s);
+        st = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
+    }
+    if (!st) st = gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log);
+    if (!st && t->world > 1) st = gf_session_load_split(&t->s, GF_SPLIT_TEST, 0);
+    if (t->world > 1 && t->rank == 0) { st = gf_dist_agree(st); first_failed = st != GF_OK; }
+    if (t->world > 1 && !first_failed) st = gf_dist_agree(st);
+    return st;
+}
 
 static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", t->dir, name);
@@ -68,6 +96,7 @@ static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
 /* One metrics.tsv line; a failed write (full disk, file size limit) is an error, never silent. */
 static gf_status metrics_line(trainer *t, const char *split, double loss, double ppl, double ppl_word, double acc,
                               double lr, double gnorm) {
+    if (!t->metrics) return GF_OK; /* ranks other than 0 write nothing */
     char a[32], b[32], c[32], d[32], e[32], f[32];
     fmt_num(a, sizeof a, loss, "%.6f");
     fmt_num(b, sizeof b, ppl, "%.4f");
@@ -83,6 +112,7 @@ static gf_status metrics_line(trainer *t, const char *split, double loss, double
 }
 
 static gf_status save_ckpt(trainer *t, const char *name) {
+    if (t->rank != 0) return GF_OK;
     fflush(t->metrics);
     t->st.metrics_bytes = (int64_t)ftell(t->metrics);
     gf_ckpt_meta m;
@@ -130,7 +160,7 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
         t->speed = fopen(spath, "w");
         if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot create: %s", mpath, strerror(errno));
         if (fprintf(t->metrics, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n") < 0 ||
-            fflush(t->metrics) != 0 || fprintf(t->speed, "step\tms_per_step\ttokens_per_s\n") < 0 || fflush(t->speed) != 0)
+            fflush(t->metrics) != 0 || fprintf(t->speed, "step\tms_per_step\ttokens_per_s\tcomm_ms\n") < 0 || fflush(t->speed) != 0)
             return gf_error_set(GF_E_IO, "%s: write failed: %s", mpath, strerror(errno));
         return GF_OK;
     }
@@ -246,11 +276,11 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
 
 static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     const gf_recipe *r = &t->s.r;
-    t->B = r->train.batch_size;
-    t->L = gf_session_tokens_per_row(&t->s);
-    int64_t nw = 0;
-    GF_TRY(gf_session_train_loader(&t->s, t->B, &nw, t->log));
-    GF_TRY(gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log));
+    int64_t nw = t->n_items;
+    if (t->B % t->world != 0)
+        return gf_error_set(GF_E_INVALID, "[train] batch_size = %lld does not divide among %d ranks: the global batch "
+                            "stays the recipe's and each rank takes batch_size / N rows (pick N dividing it)",
+                            (long long)t->B, t->world);
     t->spe = (nw + t->B - 1) / t->B;
     t->total = r->train.epochs * t->spe;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
@@ -282,22 +312,28 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         t->st.best_val = INFINITY;
         t->st.best_step = t->st.best_epoch = -1;
     }
-    GF_TRY(open_run_dir(t, o));
+    /* only rank 0 touches the run directory; every rank learns whether it could */
+    GF_TRY(gf_dist_agree(t->rank == 0 ? open_run_dir(t, o) : GF_OK));
     if (t->st.finished) {
         if (t->log) fprintf(stderr, "run %s already finished (%lld steps)\n", t->dir, (long long)t->st.step);
         return GF_OK;
     }
     if (t->log)
-        fprintf(stderr, "train: %lld %s, %lld steps/epoch, %lld steps, batch %lld, %d threads\n", (long long)nw,
+        fprintf(stderr, "train: %lld %s, %lld steps/epoch, %lld steps, batch %lld, %d threads%s\n", (long long)nw,
                 t->s.is_nli ? "sentence pairs" : "windows", (long long)t->spe, (long long)t->total, (long long)t->B,
-                gf_threads_get());
+                gf_threads_get(), t->world > 1 ? " per rank" : "");
+    if (t->log && t->world > 1)
+        fprintf(stderr, "data parallel: %d ranks (%d on this host), %lld rows per rank, allreduce of %lld floats "
+                "(%.1f MB) per step\n", t->world, gf_dist_local_size(), (long long)(t->B / t->world),
+                (long long)t->s.params->n, 4e-6 * (double)t->s.params->n);
 
     double t_start = gf_time_now(), t_steps = 0.0;
     int64_t steps_here = 0;
-    int stop_early = 0;
+    int stop_early = 0, stop_all = 0;
     t->s.ctx.training = 1;
     while (t->st.step < t->total && !stop_early) {
-        if (o->stop_flag && *o->stop_flag) { *interrupted = 1; break; }
+        /* ranks see a signal at different moments: with N > 1 they stop on the flag they agreed on */
+        if (t->world == 1 ? (o->stop_flag && *o->stop_flag) : stop_all) { *interrupted = 1; break; }
         if (o->stop_after > 0 && t->st.step >= o->stop_after) { *interrupted = 1; break; }
         int64_t rows = 0;
         GF_TRY(gf_session_next(&t->s, &rows));
@@ -305,10 +341,32 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         double t0 = gf_time_now();
         double lr = gf_schedule_lr(&t->sched, t->st.step, t->spe, t->spe * r->train.epochs);
         gf_params_zero_grad(t->s.params);
-        gf_tensor *loss = gf_session_forward(&t->s, rows);
-        float lv = loss->data[0];
-        gf_tape_backward(&t->s.ctx, loss);
-        gf_ctx_reset(&t->s.ctx);
+        /* this rank's rows of the global batch (all of it for a single process) */
+        int64_t lo = t->rank * rows / t->world, n = (t->rank + 1) * rows / t->world - lo;
+        float lv = 0.0f;
+        if (t->rank > 0) /* distinct dropout masks per rank, reproducible from (seed, step, rank) */
+            gf_rng_seed(&t->s.rng, (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^
+                                       ((uint64_t)(t->st.step + 1) * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)t->rank << 48));
+        if (n > 0) {
+            gf_tensor *loss = gf_session_forward_rows(&t->s, lo, n);
+            lv = loss->data[0];
+            gf_tape_backward(&t->s.ctx, loss);
+            gf_ctx_reset(&t->s.ctx);
+        }
+        double comm = 0.0;
+        if (t->world > 1) {
+            /* the global loss is the row-weighted mean of the ranks' means: pre-scale, then sum */
+            double c0 = gf_dist_comm_seconds();
+            float w = (float)n / (float)rows;
+            gf_params *P = t->s.params;
+            for (int64_t i = 0; i < P->n; i++) P->grad[i] *= w;
+            GF_TRY(gf_dist_sum_f32(P->grad, P->n));
+            double red[2] = {(double)lv * (double)w, o->stop_flag && *o->stop_flag ? 1.0 : 0.0};
+            GF_TRY(gf_dist_sum_f64(red, 2));
+            lv = (float)red[0];
+            stop_all = red[1] > 0;
+            comm = gf_dist_comm_seconds() - c0;
+        }
         double gn = gf_clip_grad_norm(t->s.params, r->optim.clip);
         if (!isfinite(lv) || !isfinite(gn)) {
             const char *bad = !isfinite(lv) ? "the loss" : first_nonfinite_grad(t->s.params);
@@ -332,8 +390,8 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         t->st.train_seconds += dt;
         steps_here++;
         GF_TRY(metrics_line(t, "train", lv, t->s.is_nli ? NAN : exp(lv), NAN, NAN, lr, gn));
-        if (fprintf(t->speed, "%lld\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3, (double)(rows * t->L) / dt) < 0 ||
-            fflush(t->speed) != 0)
+        if (t->speed && (fprintf(t->speed, "%lld\t%.1f\t%.1f\t%.1f\n", (long long)t->st.step, dt * 1e3,
+                                 (double)(rows * t->L) / dt, comm * 1e3) < 0 || fflush(t->speed) != 0))
             return gf_error_set(GF_E_IO, "%s/speed.tsv: write failed: %s", t->dir, strerror(errno));
         int epoch_end = t->st.step % t->spe == 0;
         if (t->log && (t->st.step % r->train.log_every == 0 || t->st.step == 1 || t->st.step == t->total)) {
@@ -391,7 +449,11 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     if (t->st.best_step >= 0 && t->st.best_step == t->last_full_step) {
         val = t->last_full; /* the best is the current weights, just evaluated */
     } else {
-        if (t->st.best_step >= 0) st = gf_ckpt_load(bpath, P, NULL);
+        /* rank 0 reads best.ckpt; the others get its weights (no shared file system needed) */
+        if (t->st.best_step >= 0) {
+            st = gf_dist_agree(t->rank == 0 ? gf_ckpt_load(bpath, P, NULL) : GF_OK);
+            if (!st) st = gf_dist_bcast_f32(P->data, P->n);
+        }
         if (!st) st = gf_session_eval(&t->s, GF_SPLIT_VALID, 0, &val);
     }
     if (!st) st = gf_session_eval(&t->s, GF_SPLIT_TEST, 0, &test);
@@ -404,7 +466,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     t->st.step = t->st.best_step;
     GF_TRY(metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN));
     t->st.step = step_now;
-    GF_TRY(write_summary(t, &val, &test));
+    if (t->rank == 0) GF_TRY(write_summary(t, &val, &test));
     t->st.finished = 1;
     GF_TRY(save_ckpt(t, "last.ckpt"));
     if (t->log && t->s.is_nli)
@@ -424,13 +486,20 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     trainer *t = calloc(1, sizeof *t);
     if (!t) return gf_error_set(GF_E_NOMEM, "trainer");
     *interrupted = 0;
-    t->log = !o->quiet;
+    t->rank = gf_dist_rank();
+    t->world = gf_dist_size();
+    t->log = !o->quiet && t->rank == 0;
     t->last_full_step = -1;
     gf_status st = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!st) {
         if (o->resume_dir) snprintf(t->dir, sizeof t->dir, "%s", o->resume_dir);
         else snprintf(t->dir, sizeof t->dir, "%s/%s", r->run.out_dir, r->run.name);
-        st = gf_session_open(&t->s, r, t->log);
+        st = prepare(t, r);
+        /* ranks on one host share its cores unless the recipe fixes the thread count */
+        if (!st && gf_dist_local_size() > 1 && r->run.threads <= 0) {
+            int per = omp_get_num_procs() / gf_dist_local_size();
+            gf_threads_set(per < 1 ? 1 : per);
+        }
     }
     if (!st && t->log) {
         fprintf(stderr, "model: %s (%s), %lld parameters\n", gf_family_name(r->model.family),

@@ -1,0 +1,170 @@
+/* dist.c — MPI data parallelism (see gflow/dist.h). Compiled with GF_HAVE_MPI when meson found
+ * MPI (-Dmpi=auto|enabled); otherwise a single-rank implementation. */
+#include "gflow/dist.h"
+#include "gflow/threads.h"
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef GF_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int g_rank = 0, g_size = 1, g_local = 1, g_init = 0;
+static double g_comm = 0.0;
+static int g_agreed_failure = 0; /* the last gf_dist_agree() failed: every rank knows */
+
+/* the launcher's world size from its environment (0 when not launched by one) */
+static int launcher_size(void) {
+    const char *keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const char *v = getenv(keys[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return getenv("PMIX_RANK") ? 2 : 0; /* PMIx without a size variable: treat as a job */
+}
+
+int gf_dist_enabled(void) {
+#ifdef GF_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+gf_status gf_dist_init(int *argc, char ***argv) {
+    if (g_init) return GF_OK;
+    int n = launcher_size();
+#ifdef GF_HAVE_MPI
+    if (n > 0) {
+        int provided = 0;
+        /* only the main thread calls MPI; OpenMP regions never do */
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return gf_error_set(GF_E_EXTERNAL, "MPI_Init_thread failed");
+        /* errors come back as return codes, so a dead peer gives a message, not a silent abort */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+        MPI_Comm local;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+            MPI_Comm_size(local, &g_local);
+            MPI_Comm_free(&local);
+        }
+        g_init = 2;
+        return GF_OK;
+    }
+#else
+    (void)argc; (void)argv;
+    if (n > 1)
+        return gf_error_set(GF_E_INVALID, "started by an MPI launcher with %d ranks, but this gflow was built without "
+                            "MPI: every rank would train alone into the same run directory. Install libopenmpi-dev "
+                            "and rebuild (meson setup --reconfigure BUILD -Dmpi=enabled), or run without mpirun", n);
+#endif
+    g_init = 1;
+    return GF_OK;
+}
+
+void gf_dist_finalize(void) {
+#ifdef GF_HAVE_MPI
+    if (g_init == 2) MPI_Finalize();
+#endif
+    g_init = 0;
+    g_rank = 0;
+    g_size = g_local = 1;
+}
+
+void gf_dist_abort(int code) {
+#ifdef GF_HAVE_MPI
+    if (g_init == 2 && g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    exit(code);
+}
+
+int gf_dist_rank(void) { return g_rank; }
+int gf_dist_size(void) { return g_size; }
+int gf_dist_local_size(void) { return g_local; }
+double gf_dist_comm_seconds(void) { return g_comm; }
+int gf_dist_failed_together(void) { return g_agreed_failure; }
+void gf_dist_comm_reset(void) { g_comm = 0.0; }
+
+#ifdef GF_HAVE_MPI
+static gf_status mpi_fail(int rc, const char *what, int64_t n) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
+    return gf_error_set(GF_E_EXTERNAL, "rank %d of %d: %s of %lld values failed (%s); another rank has probably "
+                        "died — the last checkpoint is intact", g_rank, g_size, what, (long long)n, msg);
+}
+
+/* MPI counts are int: large buffers go in chunks */
+static gf_status sum_chunks(void *buf, int64_t n, MPI_Datatype type, size_t elem) {
+    double t0 = gf_time_now();
+    char *p = buf;
+    for (int64_t off = 0; off < n;) {
+        int c = (int)(n - off > INT_MAX / 2 ? INT_MAX / 2 : n - off);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, p + (size_t)off * elem, c, type, MPI_SUM, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", n);
+        off += c;
+    }
+    g_comm += gf_time_now() - t0;
+    return GF_OK;
+}
+
+static gf_status bcast_chunks(void *buf, int64_t n, MPI_Datatype type, size_t elem) {
+    double t0 = gf_time_now();
+    char *p = buf;
+    for (int64_t off = 0; off < n;) {
+        int c = (int)(n - off > INT_MAX / 2 ? INT_MAX / 2 : n - off);
+        int rc = MPI_Bcast(p + (size_t)off * elem, c, type, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", n);
+        off += c;
+    }
+    g_comm += gf_time_now() - t0;
+    return GF_OK;
+}
+#endif
+
+gf_status gf_dist_sum_f32(float *buf, int64_t n) {
+#ifdef GF_HAVE_MPI
+    if (g_size > 1) return sum_chunks(buf, n, MPI_FLOAT, sizeof(float));
+#endif
+    (void)buf; (void)n;
+    return GF_OK;
+}
+
+gf_status gf_dist_sum_f64(double *buf, int64_t n) {
+#ifdef GF_HAVE_MPI
+    if (g_size > 1) return sum_chunks(buf, n, MPI_DOUBLE, sizeof(double));
+#endif
+    (void)buf; (void)n;
+    return GF_OK;
+}
+
+gf_status gf_dist_bcast_f32(float *buf, int64_t n) {
+#ifdef GF_HAVE_MPI
+    if (g_size > 1) return bcast_chunks(buf, n, MPI_FLOAT, sizeof(float));
+#endif
+    (void)buf; (void)n;
+    return GF_OK;
+}
+
+gf_status gf_dist_bcast_bytes(void *buf, int64_t n) {
+#ifdef GF_HAVE_MPI
+    if (g_size > 1) return bcast_chunks(buf, n, MPI_BYTE, 1);
+#endif
+    (void)buf; (void)n;
+    return GF_OK;
+}
+
+gf_status gf_dist_agree(gf_status local) {
+    if (g_size == 1) return local;
+    double failed = local != GF_OK;
+    gf_status st = gf_dist_sum_f64(&failed, 1);
+    if (st) return st;
+    if (failed > 0) g_agreed_failure = 1;
+    if (local) return local;
+    if (failed > 0)
+        return gf_error_set(GF_E_EXTERNAL, "rank %d: stopping because %d of %d ranks failed (their messages above)",
+                            g_rank, (int)failed, g_size);
+    return GF_OK;
+}
