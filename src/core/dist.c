@@ -96,27 +96,17 @@ static gf_status mpi_fail(int rc, const char *what, int64_t n) {
                         "died — the last checkpoint is intact", g_rank, g_size, what, (long long)n, msg);
 }
 
-/* MPI counts are int: large buffers go in chunks */
-static gf_status sum_chunks(void *buf, int64_t n, MPI_Datatype type, size_t elem) {
+/* MPI counts are int: large buffers go in chunks. op: MPI_SUM allreduce, or MPI_OP_NULL for a
+ * broadcast from rank 0. */
+static gf_status chunked(void *buf, int64_t n, MPI_Datatype type, size_t elem, MPI_Op op) {
     double t0 = gf_time_now();
     char *p = buf;
     for (int64_t off = 0; off < n;) {
         int c = (int)(n - off > INT_MAX / 2 ? INT_MAX / 2 : n - off);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + (size_t)off * elem, c, type, MPI_SUM, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", n);
-        off += c;
-    }
-    g_comm += gf_time_now() - t0;
-    return GF_OK;
-}
-
-static gf_status bcast_chunks(void *buf, int64_t n, MPI_Datatype type, size_t elem) {
-    double t0 = gf_time_now();
-    char *p = buf;
-    for (int64_t off = 0; off < n;) {
-        int c = (int)(n - off > INT_MAX / 2 ? INT_MAX / 2 : n - off);
-        int rc = MPI_Bcast(p + (size_t)off * elem, c, type, 0, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", n);
+        void *at = p + (size_t)off * elem;
+        int rc = op == MPI_OP_NULL ? MPI_Bcast(at, c, type, 0, MPI_COMM_WORLD)
+                                   : MPI_Allreduce(MPI_IN_PLACE, at, c, type, op, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, op == MPI_OP_NULL ? "MPI_Bcast" : "MPI_Allreduce", n);
         off += c;
     }
     g_comm += gf_time_now() - t0;
@@ -126,7 +116,7 @@ static gf_status bcast_chunks(void *buf, int64_t n, MPI_Datatype type, size_t el
 
 gf_status gf_dist_sum_f32(float *buf, int64_t n) {
 #ifdef GF_HAVE_MPI
-    if (g_size > 1) return sum_chunks(buf, n, MPI_FLOAT, sizeof(float));
+    if (g_size > 1) return chunked(buf, n, MPI_FLOAT, sizeof(float), MPI_SUM);
 #endif
     (void)buf; (void)n;
     return GF_OK;
@@ -134,7 +124,7 @@ gf_status gf_dist_sum_f32(float *buf, int64_t n) {
 
 gf_status gf_dist_sum_f64(double *buf, int64_t n) {
 #ifdef GF_HAVE_MPI
-    if (g_size > 1) return sum_chunks(buf, n, MPI_DOUBLE, sizeof(double));
+    if (g_size > 1) return chunked(buf, n, MPI_DOUBLE, sizeof(double), MPI_SUM);
 #endif
     (void)buf; (void)n;
     return GF_OK;
@@ -142,7 +132,7 @@ gf_status gf_dist_sum_f64(double *buf, int64_t n) {
 
 gf_status gf_dist_bcast_f32(float *buf, int64_t n) {
 #ifdef GF_HAVE_MPI
-    if (g_size > 1) return bcast_chunks(buf, n, MPI_FLOAT, sizeof(float));
+    if (g_size > 1) return chunked(buf, n, MPI_FLOAT, sizeof(float), MPI_OP_NULL);
 #endif
     (void)buf; (void)n;
     return GF_OK;
@@ -150,7 +140,7 @@ gf_status gf_dist_bcast_f32(float *buf, int64_t n) {
 
 gf_status gf_dist_bcast_bytes(void *buf, int64_t n) {
 #ifdef GF_HAVE_MPI
-    if (g_size > 1) return bcast_chunks(buf, n, MPI_BYTE, 1);
+    if (g_size > 1) return chunked(buf, n, MPI_BYTE, 1, MPI_OP_NULL);
 #endif
     (void)buf; (void)n;
     return GF_OK;

@@ -87,6 +87,17 @@ maxrel() {
       if ($4 == "-") next; d = $4 - $13; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4); if (r > m) m = r }
       END { if (!bad) printf "%.3g\n", m + 0 }'
 }
+# rank_pid RANK FILE LINES: once FILE has more than LINES lines, the pid of that rank's gflow
+rank_pid() {
+  for _ in $(seq 1 600); do
+    if [ -f "$2" ] && [ "$(wc -l < "$2")" -gt "$3" ]; then
+      for p in $(pgrep -f "$gflow train"); do
+        if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
+      done
+    fi
+    sleep 0.05
+  done
+}
 within() { awk -v x="$1" -v t="$2" 'BEGIN { exit !(x + 0 <= t + 0) }'; }
 
 # 1. N=2 reproduces the single-process curve (dropout off): the summation order of the gradient
@@ -135,16 +146,7 @@ if [ $rc = 1 ] && [ "$(grep -c 'already holds a run' <<< "$out")" = 1 ] && ! gre
 #    step, last.ckpt is saved, exit 130, and the run resumes to its end.
 mpi 2 train "$tmp/long.ini" --set run.name=sig --quiet > "$tmp/sig.log" 2>&1 &
 job=$!
-r0=
-for _ in $(seq 1 600); do
-  if [ -s "$R/sig/metrics.tsv" ] && [ "$(wc -l < "$R/sig/metrics.tsv")" -gt 30 ]; then
-    for p in $(pgrep -f "$gflow train"); do
-      if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0'; then r0=$p; fi
-    done
-    [ -n "$r0" ] && break
-  fi
-  sleep 0.05
-done
+r0=$(rank_pid 0 "$R/sig/metrics.tsv" 30)
 if [ -z "$r0" ]; then bad sigint_one_rank "no rank-0 process found"; kill $job 2>/dev/null; wait $job
 else
   kill -INT "$r0"; wait $job; rc=$?
@@ -158,16 +160,7 @@ fi
 #    checkpoint is intact: the run resumes from it to the end.
 mpi 2 train "$tmp/long.ini" --set run.name=kill --quiet > "$tmp/kill.log" 2>&1 &
 job=$!
-victim=
-for _ in $(seq 1 600); do
-  if [ -f "$R/kill/last.ckpt" ]; then
-    for p in $(pgrep -f "$gflow train"); do
-      if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.05
-done
+victim=$(rank_pid 1 "$R/kill/metrics.tsv" 30)  # past step 20: last.ckpt exists
 if [ -z "$victim" ]; then bad rank_death "no rank-1 process found"; kill $job 2>/dev/null; wait $job
 else
   kill -9 "$victim"
