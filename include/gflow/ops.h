@@ -25,6 +25,10 @@ typedef struct gf_op_def {
     gf_op_family family;
     /* accumulate input gradients from n->out->grad */
     void (*backward)(gf_ctx *ctx, gf_node *n);
+    /* 1: the backward handles inputs flagged GF_T_GRAD_FRESH (gf_grad_fresh) by storing its
+     * contribution, so the tape skips zeroing their buffers — each first contribution then
+     * costs one write instead of a memset, a read and a write. */
+    int stores_fresh;
 } gf_op_def;
 
 extern const gf_op_def *const gf_op_table[GF_OP_COUNT];

@@ -18,6 +18,7 @@
 enum {
     GF_T_REQ_GRAD = 1 << 0, /* gradient flows into this tensor */
     GF_T_PARAM = 1 << 1,    /* lives in the parameter block */
+    GF_T_GRAD_FRESH = 1 << 2, /* grad allocated but not yet written: the backward stores, not adds */
 };
 
 typedef struct gf_tensor {

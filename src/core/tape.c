@@ -92,10 +92,19 @@ gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, g
 static void run_backward(gf_ctx *ctx) {
     for (gf_node *n = ctx->last; n; n = n->prev) {
         if (!n->out->grad) continue; /* no gradient reached this node's output */
-        /* parameters already point into the grad block; activations get zeroed buffers */
-        for (int32_t i = 0; i < n->n_in; i++)
-            if (gf_needs_grad(n->in[i])) gf_tensor_grad(ctx, n->in[i]);
         const gf_op_def *def = gf_op_table[n->op];
+        /* parameters already point into the grad block; activations get zeroed buffers, or
+         * uninitialised ones flagged fresh when the op stores its first contribution itself */
+        for (int32_t i = 0; i < n->n_in; i++) {
+            gf_tensor *x = n->in[i];
+            if (!gf_needs_grad(x) || x->grad) continue;
+            if (def->stores_fresh) {
+                x->grad = gf_arena_floats(&ctx->arena, gf_tensor_numel(x));
+                x->flags |= GF_T_GRAD_FRESH;
+            } else {
+                gf_tensor_grad(ctx, x);
+            }
+        }
         if (ctx->profile) {
             double t0 = gf_time_now();
             def->backward(ctx, n);
@@ -103,6 +112,8 @@ static void run_backward(gf_ctx *ctx) {
         } else {
             def->backward(ctx, n);
         }
+        for (int32_t i = 0; i < n->n_in; i++)
+            GF_ASSERT(!n->in[i] || !(n->in[i]->flags & GF_T_GRAD_FRESH), "op %s left the gradient of input %d unwritten", def->name, i);
     }
 }
 

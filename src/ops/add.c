@@ -9,10 +9,21 @@ static void add_backward(gf_ctx *ctx, gf_node *n) {
     const float *g = n->out->grad;
     int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
     if (gf_needs_grad(a)) {
+        if (gf_grad_fresh(a)) {
+            memcpy(a->grad, g, (size_t)na * sizeof(float));
+        } else {
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < na; i++) a->grad[i] += g[i];
+            for (int64_t i = 0; i < na; i++) a->grad[i] += g[i];
+        }
     }
-    if (gf_needs_grad(b)) gf_colsum_acc(ctx, b->grad, g, NULL, na / nb, nb);
+    if (gf_needs_grad(b)) {
+        if (nb == na && gf_grad_fresh(b)) {
+            memcpy(b->grad, g, (size_t)nb * sizeof(float));
+        } else {
+            if (b->flags & GF_T_GRAD_FRESH) { memset(b->grad, 0, (size_t)nb * sizeof(float)); b->flags &= ~GF_T_GRAD_FRESH; }
+            gf_colsum_acc(ctx, b->grad, g, NULL, na / nb, nb);
+        }
+    }
 }
 
 gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
@@ -28,4 +39,4 @@ gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     return y;
 }
 
-const gf_op_def gf_op_add = {"add", GF_FAM_ELEMWISE, add_backward};
+const gf_op_def gf_op_add = {"add", GF_FAM_ELEMWISE, add_backward, 1};

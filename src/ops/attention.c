@@ -278,4 +278,4 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     return y;
 }
 
-const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_backward};
+const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_backward, 0};

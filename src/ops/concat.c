@@ -31,4 +31,4 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     return y;
 }
 
-const gf_op_def gf_op_concat = {"concat", GF_FAM_ELEMWISE, concat_backward};
+const gf_op_def gf_op_concat = {"concat", GF_FAM_ELEMWISE, concat_backward, 0};

@@ -80,4 +80,4 @@ gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targe
     return y;
 }
 
-const gf_op_def gf_op_cross_entropy = {"cross_entropy", GF_FAM_ELEMWISE, cross_entropy_backward};
+const gf_op_def gf_op_cross_entropy = {"cross_entropy", GF_FAM_ELEMWISE, cross_entropy_backward, 0};

@@ -13,8 +13,14 @@ static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     const float *g = n->out->grad;
     float scale = (float)n->fp[0];
     int64_t N = gf_tensor_numel(x);
+    float *dx = x->grad;
+    if (gf_grad_fresh(x)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) x->grad[i] += keep[i] ? g[i] * scale : 0.0f;
+        for (int64_t i = 0; i < N; i++) dx[i] = keep[i] ? g[i] * scale : 0.0f;
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < N; i++) dx[i] += keep[i] ? g[i] * scale : 0.0f;
+    }
 }
 
 gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
@@ -39,4 +45,4 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     return y;
 }
 
-const gf_op_def gf_op_dropout = {"dropout", GF_FAM_ELEMWISE, dropout_backward};
+const gf_op_def gf_op_dropout = {"dropout", GF_FAM_ELEMWISE, dropout_backward, 1};

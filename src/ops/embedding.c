@@ -51,4 +51,4 @@ gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32
     return y;
 }
 
-const gf_op_def gf_op_embedding = {"embedding", GF_FAM_ELEMWISE, embedding_backward};
+const gf_op_def gf_op_embedding = {"embedding", GF_FAM_ELEMWISE, embedding_backward, 0};

@@ -4,17 +4,24 @@
 #include "op_util.h"
 
 /* backward: dx += dy * (Φ(x) + x φ(x)),  φ(x) = exp(-x²/2) / √(2π) */
+/* d/dv [v Φ(v)] = Φ(v) + v φ(v) */
+static inline float gelu_slope(float v) {
+    float pdf = 0.39894228040143268f * gf_expf(-0.5f * v * v);
+    return gf_normal_cdf(v) + v * pdf;
+}
+
 static void gelu_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *x = n->in[0];
     const float *restrict g = n->out->grad, *restrict xd = x->data;
     float *restrict dx = x->grad;
     int64_t N = gf_tensor_numel(x);
+    if (gf_grad_fresh(x)) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        float v = xd[i];
-        float pdf = 0.39894228040143268f * gf_expf(-0.5f * v * v);
-        dx[i] += g[i] * (gf_normal_cdf(v) + v * pdf);
+        for (int64_t i = 0; i < N; i++) dx[i] = g[i] * gelu_slope(xd[i]);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < N; i++) dx[i] += g[i] * gelu_slope(xd[i]);
     }
 }
 
@@ -32,4 +39,4 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     return y;
 }
 
-const gf_op_def gf_op_gelu = {"gelu", GF_FAM_ELEMWISE, gelu_backward};
+const gf_op_def gf_op_gelu = {"gelu", GF_FAM_ELEMWISE, gelu_backward, 1};

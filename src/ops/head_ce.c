@@ -118,4 +118,4 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     return y;
 }
 
-const gf_op_def gf_op_head_ce = {"head_ce", GF_FAM_GEMM, head_ce_backward};
+const gf_op_def gf_op_head_ce = {"head_ce", GF_FAM_GEMM, head_ce_backward, 0};

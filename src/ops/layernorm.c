@@ -97,4 +97,4 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
     return y;
 }
 
-const gf_op_def gf_op_layernorm = {"layernorm", GF_FAM_ELEMWISE, layernorm_backward};
+const gf_op_def gf_op_layernorm = {"layernorm", GF_FAM_ELEMWISE, layernorm_backward, 0};

@@ -37,4 +37,4 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
     return y;
 }
 
-const gf_op_def gf_op_lerp = {"lerp", GF_FAM_ELEMWISE, lerp_backward};
+const gf_op_def gf_op_lerp = {"lerp", GF_FAM_ELEMWISE, lerp_backward, 0};

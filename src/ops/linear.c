@@ -15,13 +15,16 @@ static void linear_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *G = n->out->grad; // (N, OUT)
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
-    if (gf_needs_grad(x))
+    if (gf_needs_grad(x)) /* beta 0 on a fresh buffer: the GEMM stores */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, G, OUT, w->data, IN,
-                    1.0f, x->grad, IN);
+                    gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
     if (gf_needs_grad(w))
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, G, OUT, x->data, IN,
-                    1.0f, w->grad, IN);
-    if (gf_needs_grad(b)) gf_colsum_acc(ctx, b->grad, G, NULL, N, OUT);
+                    gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+    if (gf_needs_grad(b)) {
+        if (gf_grad_fresh(b)) memset(b->grad, 0, (size_t)OUT * sizeof(float));
+        gf_colsum_acc(ctx, b->grad, G, NULL, N, OUT);
+    }
 }
 
 gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
@@ -46,4 +49,4 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
     return y;
 }
 
-const gf_op_def gf_op_linear = {"linear", GF_FAM_GEMM, linear_backward};
+const gf_op_def gf_op_linear = {"linear", GF_FAM_GEMM, linear_backward, 1};

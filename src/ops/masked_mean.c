@@ -55,4 +55,4 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
     return y;
 }
 
-const gf_op_def gf_op_masked_mean = {"masked_mean", GF_FAM_ELEMWISE, masked_mean_backward};
+const gf_op_def gf_op_masked_mean = {"masked_mean", GF_FAM_ELEMWISE, masked_mean_backward, 0};

@@ -21,4 +21,4 @@ gf_tensor *gf_mean(gf_ctx *ctx, gf_tensor *x) {
     return y;
 }
 
-const gf_op_def gf_op_mean = {"mean", GF_FAM_ELEMWISE, mean_backward};
+const gf_op_def gf_op_mean = {"mean", GF_FAM_ELEMWISE, mean_backward, 0};

@@ -26,4 +26,4 @@ gf_tensor *gf_mul(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     return y;
 }
 
-const gf_op_def gf_op_mul = {"mul", GF_FAM_ELEMWISE, mul_backward};
+const gf_op_def gf_op_mul = {"mul", GF_FAM_ELEMWISE, mul_backward, 0};

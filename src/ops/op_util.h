@@ -86,4 +86,12 @@ static inline float gf_normal_cdf(float x) {
     return x < 0.0f ? c : 1.0f - c;
 }
 
+/* For a backward that stores fresh gradients (gf_op_def.stores_fresh): 1 when x's gradient buffer
+ * is uninitialised and must be written, not added to; clears the flag (the caller writes it now). */
+static inline int gf_grad_fresh(gf_tensor *x) {
+    int f = (x->flags & GF_T_GRAD_FRESH) != 0;
+    x->flags &= ~GF_T_GRAD_FRESH;
+    return f;
+}
+
 #endif

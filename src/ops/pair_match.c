@@ -50,4 +50,4 @@ gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x) {
     return y;
 }
 
-const gf_op_def gf_op_pair_match = {"pair_match", GF_FAM_ELEMWISE, pair_match_backward};
+const gf_op_def gf_op_pair_match = {"pair_match", GF_FAM_ELEMWISE, pair_match_backward, 0};

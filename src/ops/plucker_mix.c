@@ -239,4 +239,4 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     return g;
 }
 
-const gf_op_def gf_op_plucker_mix = {"plucker_mix", GF_FAM_PLUCKER, plucker_mix_backward};
+const gf_op_def gf_op_plucker_mix = {"plucker_mix", GF_FAM_PLUCKER, plucker_mix_backward, 0};

@@ -235,4 +235,4 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     return g;
 }
 
-const gf_op_def gf_op_plucker_window = {"plucker_window", GF_FAM_PLUCKER, plucker_window_backward};
+const gf_op_def gf_op_plucker_window = {"plucker_window", GF_FAM_PLUCKER, plucker_window_backward, 0};

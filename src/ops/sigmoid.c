@@ -29,4 +29,4 @@ gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
     return y;
 }
 
-const gf_op_def gf_op_sigmoid = {"sigmoid", GF_FAM_ELEMWISE, sigmoid_backward};
+const gf_op_def gf_op_sigmoid = {"sigmoid", GF_FAM_ELEMWISE, sigmoid_backward, 0};

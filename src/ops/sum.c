@@ -21,4 +21,4 @@ gf_tensor *gf_sum(gf_ctx *ctx, gf_tensor *x) {
     return y;
 }
 
-const gf_op_def gf_op_sum = {"sum", GF_FAM_ELEMWISE, sum_backward};
+const gf_op_def gf_op_sum = {"sum", GF_FAM_ELEMWISE, sum_backward, 0};

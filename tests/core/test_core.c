@@ -113,6 +113,37 @@ GF_TEST(unit, tape_records_only_what_needs_grad) {
     gf_params_free(&p);
 }
 
+/* Ops flagged stores_fresh write the first contribution into an unzeroed gradient buffer; a
+ * tensor with several consumers must still get the sum, whichever consumer's backward runs first. */
+GF_TEST(unit, tape_fresh_gradients_store_then_accumulate) {
+    gf_params p;
+    gf_params_init(&p);
+    int64_t ws[2] = {2, 3}, xs[2] = {4, 3};
+    gf_tensor *w = gf_params_add(&p, "w", GF_PK_WEIGHT, 2, ws);
+    GF_REQUIRE_OK(gf_params_alloc(&p));
+    for (int i = 0; i < 6; i++) w->data[i] = 0.5f * (float)i - 1.0f;
+    for (int order = 0; order < 2; order++) {
+        gf_ctx ctx;
+        gf_ctx_init(&ctx, 0, NULL);
+        /* leave garbage where the fresh buffer will be: the arena hands this memory out again */
+        float *junk = gf_arena_floats(&ctx.arena, 4096);
+        for (int i = 0; i < 4096; i++) junk[i] = 1e30f;
+        gf_ctx_reset(&ctx);
+        gf_tensor *x = gf_tensor_new(&ctx, 2, xs), *c = gf_tensor_new(&ctx, 2, xs);
+        for (int i = 0; i < 12; i++) { x->data[i] = (float)i; c->data[i] = 0.25f * (float)(i % 5); }
+        x->flags |= GF_T_REQ_GRAD;
+        gf_tensor *a, *b;
+        if (order == 0) { a = gf_mul(&ctx, x, c); b = gf_linear(&ctx, x, w, NULL); } /* linear's backward first */
+        else { b = gf_linear(&ctx, x, w, NULL); a = gf_mul(&ctx, x, c); }             /* mul's backward first */
+        gf_tape_backward(&ctx, gf_add(&ctx, gf_sum(&ctx, a), gf_sum(&ctx, b)));
+        /* d/dx [Σ x∘c + Σ x Wᵀ] = c + Σ_o W[o, k] */
+        for (int i = 0; i < 12; i++)
+            GF_CHECK_NEAR(x->grad[i], c->data[i] + w->data[i % 3] + w->data[3 + i % 3], 1e-6, 0);
+        gf_ctx_free(&ctx);
+    }
+    gf_params_free(&p);
+}
+
 GF_TEST(unit, error_messages_and_status_names) {
     gf_status s = gf_error_set(GF_E_PARSE, "%s:%d: key '%s': bad number", "r.ini", 7, "lr");
     GF_CHECK(s == GF_E_PARSE, "returns the code");
