@@ -181,11 +181,11 @@ int gf_cmd_bench(int argc, char **argv) {
     int64_t mallocs = ctx.arena.n_chunk_allocs - mallocs_before;
     double total = t_fwd + t_bwd + t_opt, per = total / (double)steps;
     double tok = (double)(Bg * L), fpt = gf_lm_flops_per_token(&cfg, L);
-    /* the job is as fast as its slowest rank */
+    /* mean over ranks: the allreduce synchronises them every step, so their times agree */
     if (world > 1) {
-        double mx[2] = {per, t_comm};
-        for (int i = 0; i < 2; i++) { double v[1] = {mx[i]}; gf_dist_sum_f64(v, 1); mx[i] = v[0] / world; }
-        per = mx[0], t_comm = mx[1];
+        double avg[2] = {per, t_comm};
+        gf_dist_sum_f64(avg, 2);
+        per = avg[0] / world, t_comm = avg[1] / world;
     }
     if (rank != 0) {
         gf_ctx_free(&ctx); free(win); gf_lm_free(m); free(m);
