@@ -5,6 +5,8 @@
 #     --threads T (2)  --batch B / --seq-len L (recipe's)  --reps N (2)
 #     --steps N (gflow, 5)  --torch-steps N (3)  --warmup W (2)  --set k=v (both sides)
 #     --native         also run gflow with OPENBLAS_CORETYPE unset (OpenBLAS's native kernel)
+#     --ranks N        run gflow as N MPI ranks on this host (mpirun -np N), T/N threads each;
+#                      its tokens/s are the job's, its peak RSS the sum over ranks
 #   env BUILD (build) picks the build dir holding ./gflow.
 # OMP_WAIT_POLICY defaults to passive for BOTH sides (export OMP_WAIT_POLICY=active to override):
 # on this 2-core machine spinning OpenMP workers fight OpenBLAS's own threads and other jobs
@@ -12,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 recipe=recipes/wikitext2.ini
-threads=2 reps=2 steps=5 tsteps=3 warmup=2 native=0
+threads=2 reps=2 steps=5 tsteps=3 warmup=2 native=0 ranks=1
 extra=()
 [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && { recipe=$1; shift; }
 while [ $# -gt 0 ]; do
@@ -24,19 +26,27 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --batch|--seq-len|--set) extra+=("$1" "$2"); shift 2 ;;
     --native) native=1; shift ;;
+    --ranks) ranks=$2; shift 2 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 gflow=${BUILD:-build}/gflow
 [ -x "$gflow" ] || { echo "bench.sh: $gflow not built (ninja -C ${BUILD:-build})" >&2; exit 1; }
+launch=()
+gthreads=$threads
+if [ "$ranks" -gt 1 ]; then
+  launch=(mpirun -np "$ranks" --bind-to none)
+  [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
+  gthreads=$(( threads / ranks > 0 ? threads / ranks : 1 ))
+fi
 field() { grep -E "^$1: " | head -1 | sed -E "s/^$1: ([0-9.eE+-]+).*/\1/"; }
 
-echo "# bench.sh $recipe threads=$threads ${extra[*]:-} | $(date -u +%FT%TZ) | $(nproc) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bench.sh $recipe threads=$threads ranks=$ranks ${extra[*]:-} | $(date -u +%FT%TZ) | $(nproc) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>}"
 for ((r = 1; r <= reps; r++)); do
   echo "## rep $r (load before: $(cut -d' ' -f1 /proc/loadavg))"
-  g=$("$gflow" bench "$recipe" --threads "$threads" --steps "$steps" --warmup "$warmup" "${extra[@]}") || exit 1
+  g=$("${launch[@]}" "$gflow" bench "$recipe" --threads "$gthreads" --steps "$steps" --warmup "$warmup" "${extra[@]}") || exit 1
   echo "$g" | sed 's/^/gflow  | /'
   if [ "$native" = 1 ]; then
     gn=$(env -u OPENBLAS_CORETYPE "$gflow" bench "$recipe" --threads "$threads" --steps "$steps" --warmup "$warmup" "${extra[@]}") || exit 1

@@ -62,6 +62,10 @@ typedef struct gf_lm_out {
     double nll_sum;           /* Σ NLL over predicted tokens (double) */
     int64_t n_tokens;         /* predicted tokens */
     gf_tensor **hidden;       /* if non-NULL: n_layers + 1 slots, h after embeddings and each block */
+    /* if non-NULL: n_layers slots each, the two branch outputs of every block (B, L, D), for the
+     * geometry probes. mix: the mixing branch (Grassmann Drop(LN_mix(m)); Transformer
+     * Drop(Proj(Attn))), before any residual add or LN that follows it; ffn: Drop(FFN(.)). */
+    gf_tensor **mix_out, **ffn_out;
 } gf_lm_out;
 
 gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg);

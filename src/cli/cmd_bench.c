@@ -181,11 +181,13 @@ int gf_cmd_bench(int argc, char **argv) {
     int64_t mallocs = ctx.arena.n_chunk_allocs - mallocs_before;
     double total = t_fwd + t_bwd + t_opt, per = total / (double)steps;
     double tok = (double)(Bg * L), fpt = gf_lm_flops_per_token(&cfg, L);
-    /* mean over ranks: the allreduce synchronises them every step, so their times agree */
+    /* times: mean over ranks (the allreduce synchronises them every step, so they agree);
+     * memory: the job's total, every rank holds a whole model */
+    double rss_mb = (double)peak_rss_kib() / 1024.0;
     if (world > 1) {
-        double avg[2] = {per, t_comm};
-        gf_dist_sum_f64(avg, 2);
-        per = avg[0] / world, t_comm = avg[1] / world;
+        double red[3] = {per, t_comm, rss_mb};
+        gf_dist_sum_f64(red, 3);
+        per = red[0] / world, t_comm = red[1] / world, rss_mb = red[2];
     }
     if (rank != 0) {
         gf_ctx_free(&ctx); free(win); gf_lm_free(m); free(m);
@@ -224,7 +226,7 @@ int gf_cmd_bench(int argc, char **argv) {
     printf("arena_mb: %.1f\n", (double)gf_arena_capacity(&ctx.arena) / 1048576.0);
     printf("page_faults_per_step: %.0f\n", (double)(minor_faults() - flt0) / (double)steps);
     printf("arena_mallocs_timed: %lld\n", (long long)mallocs);
-    printf("peak_rss_mb: %.1f\n", (double)peak_rss_kib() / 1024.0);
+    printf("peak_rss_mb: %.1f%s\n", rss_mb, world > 1 ? " (sum over ranks)" : "");
     gf_ctx_free(&ctx);
     free(win);
     gf_lm_free(m);

@@ -1,7 +1,135 @@
-/* cmd_probe.c — gflow probe KIND RUN_DIR [RUN_DIR_B]: geometry probes (being written, issue 11) */
+/* cmd_probe.c — `gflow probe KIND RUN_DIR [RUN_DIR_B] [options]`: geometry probes (gflow/probe.h). */
 #include "cli.h"
+#include "gflow/probe.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void help(void) {
+    printf("usage: gflow probe KIND RUN_DIR [RUN_DIR_B] [options]\n\n"
+           "  Geometry probes of trained language models. Each writes RUN_DIR/probe-KIND.tsv (+ side\n"
+           "  tables) and RUN_DIR/probe-KIND.png. With two run directories both are probed and an overlay\n"
+           "  probe-KIND-A-vs-B.{tsv,png} is written to --out (default RUN_DIR, the first).\n\n"
+           "kinds:\n"
+           "  curvature  turning angle of every token's path h_0..h_N through the blocks, per layer (mean,\n"
+           "             median, quartiles) over validation windows, against two nulls: random directions\n"
+           "             with the same step norms, and the token's own steps with the layers shuffled.\n"
+           "             Also the contextual-edit deflection of the last token of prompt pairs that differ\n"
+           "             in one context word (a built-in set plus --pairs). Side tables:\n"
+           "             probe-curvature-deflection.tsv (per layer), probe-curvature-pairs.tsv (per pair).\n"
+           "  pca        PCA (LAPACK ssyevr) of each layer's mixing-branch and FFN-branch outputs and hidden\n"
+           "             state: explained variance and participation ratio per layer (probe-pca.tsv); a\n"
+           "             joint 2-D/3-D scatter coloured by layer (probe-pca.png, -3d.png); the learned\n"
+           "             position table's PCA (probe-pca-pos.*); hidden-state norm by position (-norm.*).\n"
+           "  hessian    per parameter block (each layer's Grassmann w_red / w_plu / w_gate or attention\n"
+           "             Q / K / V / O, its FFN, tok_emb, pos_emb): top-k Hessian eigenvalues of the loss on\n"
+           "             a fixed validation batch by Lanczos (LAPACK dstev) and a Hutchinson trace, from\n"
+           "             Hessian-vector products by central differences of gradients (step = --rel-step x\n"
+           "             the block's norm, checked against twice the step and changed when the two\n"
+           "             disagree by more than 1 %%: columns eps, fd_check).\n\n"
+           "options:\n"
+           "  --ckpt best|last     checkpoint to load (default best)\n"
+           "  --windows N          validation windows (default: curvature 256, pca 64, hessian 2 = batch)\n"
+           "  --seed S             window choice, null models, random vectors (default 1)\n"
+           "  --pairs FILE         curvature: more prompt pairs, one 'prompt A<TAB>prompt B' per line\n"
+           "                       ('#' comments); the prompts differ in exactly one word, not the last\n"
+           "  --null-samples N     curvature: random-direction draws per layer (default 20000)\n"
+           "  --points N           pca: tokens per (layer, branch) in the scatter plots (default 400)\n"
+           "  --lanczos-steps N    hessian: Lanczos steps (default 16)\n"
+           "  --top-k K            hessian: eigenvalues reported per block (default 3)\n"
+           "  --hutchinson N       hessian: Rademacher samples for the trace (default 8; 0 = none)\n"
+           "  --rel-step E         hessian: finite-difference step relative to the block norm (default 1e-3)\n"
+           "  --blocks LIST        hessian: only blocks whose name contains one of these comma-separated\n"
+           "                       strings (names: tok_emb, pos_emb, L0.red, L0.plu, L0.gate, L0.q, L0.k,\n"
+           "                       L0.v, L0.o, L0.ffn, ...)\n"
+           "  --out DIR            where the two-run overlay goes (default RUN_DIR)\n"
+           "  --no-plot            tables only, no gnuplot\n"
+           "  --replot             only redraw the plots (and overlay) from the tables already there\n"
+           "  --quiet              no progress on stderr\n");
+}
+
+static int bad(const char *opt, const char *v, const char *what) {
+    fprintf(stderr, "gflow probe: %s needs %s, got '%s'\n", opt, what, v);
+    return GF_EXIT_USAGE;
+}
+
 int gf_cmd_probe(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "gflow probe: not in this build yet (issue 11)\n");
-    return GF_EXIT_ERROR;
+    gf_probe_opts o;
+    gf_probe_opts_default(&o);
+    const char *kind = NULL, *dirs[2] = {NULL, NULL}, *out = NULL;
+    const char *only_for[3] = {NULL, NULL, NULL}; /* an option given that belongs to curvature / pca / hessian */
+    int nd = 0, replot = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char *end = NULL;
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--pairs") || !strcmp(a, "--null-samples")) only_for[0] = a;
+        else if (!strcmp(a, "--points")) only_for[1] = a;
+        else if (!strcmp(a, "--lanczos-steps") || !strcmp(a, "--top-k") || !strcmp(a, "--hutchinson") ||
+                 !strcmp(a, "--rel-step") || !strcmp(a, "--blocks")) only_for[2] = a;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
+        else if (!strcmp(a, "--no-plot")) o.plot = 0;
+        else if (!strcmp(a, "--replot")) replot = 1;
+        else if (!strcmp(a, "--quiet")) o.log = 0;
+        else if (!strcmp(a, "--ckpt") && has) {
+            o.which = argv[++i];
+            if (strcmp(o.which, "best") && strcmp(o.which, "last")) return bad(a, o.which, "best or last");
+        }
+        else if (!strcmp(a, "--pairs") && has) o.pairs_file = argv[++i];
+        else if (!strcmp(a, "--blocks") && has) o.blocks = argv[++i];
+        else if (!strcmp(a, "--out") && has) out = argv[++i];
+        else if (!strcmp(a, "--seed") && has) { o.seed = strtoull(argv[++i], &end, 10); if (!*argv[i] || *end) return bad(a, argv[i], "a non-negative integer"); }
+        else if (!strcmp(a, "--rel-step") && has) { o.rel_step = strtod(argv[++i], &end); if (*end || !(o.rel_step > 0 && o.rel_step < 1)) return bad(a, argv[i], "a number in (0, 1)"); }
+        else if ((!strcmp(a, "--windows") || !strcmp(a, "--null-samples") || !strcmp(a, "--points") || !strcmp(a, "--lanczos-steps") ||
+                  !strcmp(a, "--top-k") || !strcmp(a, "--hutchinson")) && has) {
+            long long v = strtoll(argv[++i], &end, 10);
+            int zero_ok = !strcmp(a, "--hutchinson") || !strcmp(a, "--null-samples");
+            if (!*argv[i] || *end || v < (zero_ok ? 0 : 1)) return bad(a, argv[i], zero_ok ? "an integer >= 0" : "an integer >= 1");
+            if (!strcmp(a, "--windows")) o.windows = v;
+            else if (!strcmp(a, "--null-samples")) o.null_samples = v;
+            else if (!strcmp(a, "--points")) o.points = v;
+            else if (!strcmp(a, "--lanczos-steps")) o.lanczos_steps = v;
+            else if (!strcmp(a, "--top-k")) { if (v > 64) return bad(a, argv[i], "an integer in [1, 64]"); o.top_k = v; }
+            else o.hutchinson = v;
+        }
+        else if (a[0] == '-') { fprintf(stderr, "gflow probe: unknown option '%s' (or missing value); see gflow probe --help\n", a); return GF_EXIT_USAGE; }
+        else if (!kind) kind = a;
+        else if (nd < 2) dirs[nd++] = a;
+        else { fprintf(stderr, "gflow probe: unexpected argument '%s' (at most two run directories)\n", a); return GF_EXIT_USAGE; }
+    }
+    if (!kind || nd == 0) { help(); return GF_EXIT_USAGE; }
+    if (replot && !o.plot) { fprintf(stderr, "gflow probe: --replot and --no-plot contradict each other\n"); return GF_EXIT_USAGE; }
+    gf_status (*fn)(const char *, const gf_probe_opts *) = !strcmp(kind, "curvature") ? gf_probe_curvature
+                                                         : !strcmp(kind, "pca")       ? gf_probe_pca
+                                                         : !strcmp(kind, "hessian")   ? gf_probe_hessian : NULL;
+    if (!fn) { fprintf(stderr, "gflow probe: unknown kind '%s' (curvature, pca, hessian)\n", kind); return GF_EXIT_USAGE; }
+    static const char *kinds[3] = {"curvature", "pca", "hessian"};
+    for (int k = 0; k < 3; k++)
+        if (only_for[k] && strcmp(kind, kinds[k])) {
+            fprintf(stderr, "gflow probe: %s is an option of the %s probe, not of %s\n", only_for[k], kinds[k], kind);
+            return GF_EXIT_USAGE;
+        }
+    if (o.top_k > o.lanczos_steps) {
+        fprintf(stderr, "gflow probe: --top-k (%lld) must not exceed --lanczos-steps (%lld)\n", (long long)o.top_k, (long long)o.lanczos_steps);
+        return GF_EXIT_USAGE;
+    }
+    if (out && nd < 2) { fprintf(stderr, "gflow probe: --out is for the overlay of two run directories\n"); return GF_EXIT_USAGE; }
+    if (out) {
+        struct stat st;
+        if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode)) { fprintf(stderr, "gflow probe: --out %s: no such directory\n", out); return GF_EXIT_ERROR; }
+    }
+    /* check the directories before spending minutes on the first */
+    for (int r = 0; r < nd; r++) {
+        struct stat st;
+        if (stat(dirs[r], &st) != 0 || !S_ISDIR(st.st_mode)) { fprintf(stderr, "gflow: error (not found): %s: no such run directory\n", dirs[r]); return GF_EXIT_ERROR; }
+    }
+    for (int r = 0; r < nd; r++) {
+        gf_status st = replot ? gf_probe_replot(kind, dirs[r]) : fn(dirs[r], &o);
+        if (st) return gf_cli_fail(st);
+    }
+    if (nd == 2) {
+        gf_status st = gf_probe_overlay(kind, dirs[0], dirs[1], out ? out : dirs[0], &o);
+        if (st) return gf_cli_fail(st);
+    }
+    return GF_EXIT_OK;
 }

@@ -156,7 +156,15 @@ static gf_tensor *ffn(gf_ctx *ctx, const gf_lm_block *b, gf_tensor *y, float p) 
     return gf_dropout(ctx, gf_linear(ctx, h, b->fc2_w, b->fc2_b), p);
 }
 
-static gf_tensor *grassmann_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, int64_t layer, gf_tensor *x) {
+/* Record a branch output for the probes (gf_lm_out.mix_out / ffn_out); a no-op when not asked. */
+static gf_tensor *capture(gf_tensor **slots, int64_t layer, gf_tensor *t) {
+    if (slots) slots[layer] = t;
+    return t;
+}
+
+static gf_tensor *grassmann_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, int64_t layer, gf_tensor *x,
+                                  gf_lm_out *out) {
+    gf_tensor **cm = out ? out->mix_out : NULL, **cf = out ? out->ffn_out : NULL;
     const gf_model_cfg *c = &m->cfg;
     int pre = c->block == GF_BLOCK_PRE_LN;
     gf_tensor *n = pre ? gf_layernorm(ctx, x, b->ln_in_w, b->ln_in_b, c->ln_eps) : x;
@@ -177,24 +185,32 @@ static gf_tensor *grassmann_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, i
         mix = gf_lerp(ctx, NULL, n, g, 0.5f);
     }
     gf_tensor *y = gf_dropout(ctx, gf_layernorm(ctx, mix, b->ln_mix_w, b->ln_mix_b, c->ln_eps), c->dropout);
-    if (!pre) return gf_layernorm(ctx, gf_add(ctx, y, ffn(ctx, b, y, c->dropout)), b->ln_ffn_w, b->ln_ffn_b, c->ln_eps);
+    capture(cm, layer, y);
+    if (!pre)
+        return gf_layernorm(ctx, gf_add(ctx, y, capture(cf, layer, ffn(ctx, b, y, c->dropout))), b->ln_ffn_w,
+                            b->ln_ffn_b, c->ln_eps);
     gf_tensor *x1 = gf_add(ctx, x, y);
-    return gf_add(ctx, x1, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout));
+    return gf_add(ctx, x1,
+                  capture(cf, layer, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout)));
 }
 
-static gf_tensor *transformer_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, gf_tensor *x) {
+static gf_tensor *transformer_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, int64_t layer, gf_tensor *x,
+                                    gf_lm_out *out) {
     const gf_model_cfg *c = &m->cfg;
+    gf_tensor **cm = out ? out->mix_out : NULL, **cf = out ? out->ffn_out : NULL;
     int pre = c->block == GF_BLOCK_PRE_LN;
     gf_tensor *in = pre ? gf_layernorm(ctx, x, b->ln_attn_w, b->ln_attn_b, c->ln_eps) : x;
     gf_tensor *qkv = gf_linear(ctx, in, b->qkv_w, b->qkv_b); // (B, L, 3D)
     gf_tensor *a = gf_attention(ctx, qkv, c->heads, 1, NULL);
-    a = gf_dropout(ctx, gf_linear(ctx, a, b->proj_w, b->proj_b), c->dropout);
+    a = capture(cm, layer, gf_dropout(ctx, gf_linear(ctx, a, b->proj_w, b->proj_b), c->dropout));
     if (!pre) {
         gf_tensor *x1 = gf_layernorm(ctx, gf_add(ctx, x, a), b->ln_attn_w, b->ln_attn_b, c->ln_eps);
-        return gf_layernorm(ctx, gf_add(ctx, x1, ffn(ctx, b, x1, c->dropout)), b->ln_ffn_w, b->ln_ffn_b, c->ln_eps);
+        return gf_layernorm(ctx, gf_add(ctx, x1, capture(cf, layer, ffn(ctx, b, x1, c->dropout))), b->ln_ffn_w,
+                            b->ln_ffn_b, c->ln_eps);
     }
     gf_tensor *x1 = gf_add(ctx, x, a);
-    return gf_add(ctx, x1, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout));
+    return gf_add(ctx, x1,
+                  capture(cf, layer, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout)));
 }
 
 gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out) {
@@ -218,7 +234,7 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
     if (out && out->hidden) out->hidden[0] = h;
     for (int64_t l = 0; l < c->n_layers; l++) {
         const gf_lm_block *b = &m->blocks[l];
-        h = c->family == GF_FAMILY_GRASSMANN ? grassmann_block(m, ctx, b, l, h) : transformer_block(m, ctx, b, h);
+        h = c->family == GF_FAMILY_GRASSMANN ? grassmann_block(m, ctx, b, l, h, out) : transformer_block(m, ctx, b, l, h, out);
         if (out && out->hidden) out->hidden[l + 1] = h;
     }
     h = gf_layernorm(ctx, h, m->ln_f_w, m->ln_f_b, c->ln_eps);

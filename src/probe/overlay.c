@@ -1,0 +1,140 @@
+/* overlay.c — two runs probed with the same kind, in one table and one plot. */
+#include "probe_internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* out: the rows of both runs' main tables behind a first column `run` (headers must match). */
+static gf_status join_tables(const char *kind, const char *const *dirs, const char *out) {
+    gf_tsv t[2];
+    char path[1200];
+    for (int r = 0; r < 2; r++) {
+        gf_probe_path(dirs[r], kind, "tsv", path, sizeof path);
+        gf_status st = gf_tsv_read(path, &t[r]);
+        if (st) { if (r) gf_tsv_free(&t[0]); return st; }
+    }
+    gf_status st = GF_OK;
+    if (t[0].n_cols != t[1].n_cols)
+        st = gf_error_set(GF_E_PARSE, "%s and %s have different columns (re-run the probe on both with the same options)",
+                          t[0].path, t[1].path);
+    FILE *f = NULL;
+    if (!st) st = gf_probe_fopen(out, &f);
+    if (!st) {
+        fprintf(f, "run");
+        for (int32_t c = 0; c < t[0].n_cols; c++) fprintf(f, "\t%s", t[0].head[c]);
+        fprintf(f, "\n");
+        for (int r = 0; r < 2; r++) {
+            char nm[300];
+            gf_probe_basename(dirs[r], nm, sizeof nm);
+            for (int64_t i = 0; i < t[r].n_rows; i++) {
+                fprintf(f, "%s", nm);
+                for (int32_t c = 0; c < t[r].n_cols; c++) fprintf(f, "\t%s", t[r].rows[i][c]);
+                fprintf(f, "\n");
+            }
+        }
+        fclose(f);
+    }
+    gf_tsv_free(&t[0]);
+    gf_tsv_free(&t[1]);
+    return st;
+}
+
+gf_status gf_probe_overlay(const char *kind, const char *run_a, const char *run_b, const char *out_dir,
+                           const gf_probe_opts *o) {
+    const char *dirs[2] = {run_a, run_b};
+    char na[300], nb[300], stem[700], tsv[1500], png[1500];
+    gf_probe_basename(run_a, na, sizeof na);
+    gf_probe_basename(run_b, nb, sizeof nb);
+    snprintf(stem, sizeof stem, "%s-%s-vs-%s", kind, na, nb);
+    gf_probe_path(out_dir, stem, "tsv", tsv, sizeof tsv);
+    gf_probe_path(out_dir, stem, "png", png, sizeof png);
+    GF_TRY(join_tables(kind, dirs, tsv));
+    if (o->log) fprintf(stderr, "probe: wrote %s\n", tsv);
+    if (!o->plot) return GF_OK;
+    gf_status st = !strcmp(kind, "curvature") ? gf_probe_curvature_plot(dirs, 2, png)
+                 : !strcmp(kind, "hessian")   ? gf_probe_hessian_plot(dirs, 2, png)
+                                              : gf_probe_pca_overlay_plot(dirs, 2, png);
+    if (!st && o->log) fprintf(stderr, "probe: wrote %s\n", png);
+    return st;
+}
+
+gf_status gf_probe_replot(const char *kind, const char *run_dir) {
+    const char *dirs[1] = {run_dir};
+    char png[1200];
+    gf_probe_path(run_dir, kind, "png", png, sizeof png);
+    if (!strcmp(kind, "curvature")) return gf_probe_curvature_plot(dirs, 1, png);
+    if (!strcmp(kind, "hessian")) return gf_probe_hessian_plot(dirs, 1, png);
+    if (!strcmp(kind, "pca")) return gf_probe_pca_plots(run_dir);
+    return gf_error_set(GF_E_INVALID, "unknown probe kind '%s'", kind);
+}
+
+/* Left: participation ratio of each branch per layer; middle: share of the first component;
+ * right: |h_N| by position relative to its mean (the first-token effect, scale-free). */
+gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const char *png) {
+    static const char *col[2] = {"#1f77b4", "#d62728"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&buf, &len);
+    if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
+    gf_status st = GF_OK;
+    fprintf(g, "set terminal pngcairo size 1500,480\nset output '%s'\nset grid\n", png);
+    for (int r = 0; r < n_dirs && !st; r++) {
+        char path[1200];
+        gf_tsv t;
+        gf_probe_path(dirs[r], "pca", "tsv", path, sizeof path);
+        if ((st = gf_tsv_read(path, &t))) break;
+        int32_t cl, cc, cp, c1;
+        if (!(st = gf_tsv_col(&t, "layer", &cl)) && !(st = gf_tsv_col(&t, "component", &cc)) &&
+            !(st = gf_tsv_col(&t, "participation_ratio", &cp)) && !(st = gf_tsv_col(&t, "ev1", &c1))) {
+            int32_t cols[3] = {cl, cp, c1};
+            static const char *comp[3] = {"mix", "ffn", "hidden"};
+            for (int c = 0; c < 3; c++) {
+                char name[32];
+                snprintf(name, sizeof name, "%s%d", comp[c], r);
+                gf_tsv_datablock(g, name, &t, cc, comp[c], cols, 3);
+            }
+        }
+        gf_tsv_free(&t);
+        if (st) break;
+        gf_probe_path(dirs[r], "pca-norm", "tsv", path, sizeof path);
+        if ((st = gf_tsv_read(path, &t))) break;
+        double mean = 0;
+        for (int64_t i = 0; i < t.n_rows; i++) mean += gf_tsv_num(&t, i, t.n_cols - 1) / (double)t.n_rows;
+        fprintf(g, "$norm%d << EOD\n", r);
+        for (int64_t i = 0; i < t.n_rows; i++) fprintf(g, "%s %.6f\n", t.rows[i][0], gf_tsv_num(&t, i, t.n_cols - 1) / mean);
+        fprintf(g, "EOD\n");
+        gf_tsv_free(&t);
+    }
+    if (!st) {
+        fprintf(g, "set multiplot layout 1,3\nset xlabel 'layer'\nset xtics 1\nset key top left font ',9'\n"
+                   "set ylabel 'participation ratio (effective dimension)'\nset title 'PCA spectrum per layer'\nplot ");
+        for (int r = 0; r < n_dirs; r++) {
+            char nm[300];
+            gf_probe_basename(dirs[r], nm, sizeof nm);
+            fprintf(g, "%s$mix%d using 1:2 with linespoints lw 2 pt 6 lc rgb '%s' title '%s mix', "
+                       "$ffn%d using 1:2 with linespoints lw 2 pt 8 dt 2 lc rgb '%s' title '%s ffn', "
+                       "$hidden%d using 1:2 with linespoints lw 1 pt 1 dt 3 lc rgb '%s' title '%s h_l'",
+                    r ? ", " : "", r, col[r], nm, r, col[r], nm, r, col[r], nm);
+        }
+        fprintf(g, "\nset ylabel 'variance share of PC1'\nset title 'first principal component'\nplot ");
+        for (int r = 0; r < n_dirs; r++) {
+            char nm[300];
+            gf_probe_basename(dirs[r], nm, sizeof nm);
+            fprintf(g, "%s$mix%d using 1:3 with linespoints lw 2 pt 6 lc rgb '%s' title '%s mix', "
+                       "$ffn%d using 1:3 with linespoints lw 2 pt 8 dt 2 lc rgb '%s' title '%s ffn', "
+                       "$hidden%d using 1:3 with linespoints lw 1 pt 1 dt 3 lc rgb '%s' title '%s h_l'",
+                    r ? ", " : "", r, col[r], nm, r, col[r], nm, r, col[r], nm);
+        }
+        fprintf(g, "\nset xlabel 'position in the window'\nunset xtics\nset xtics auto\n"
+                   "set ylabel '|h_N| at the position / its mean over positions'\nset title 'last hidden state: norm by position'\nplot ");
+        for (int r = 0; r < n_dirs; r++) {
+            char nm[300];
+            gf_probe_basename(dirs[r], nm, sizeof nm);
+            fprintf(g, "%s$norm%d using 1:2 with lines lw 2 lc rgb '%s' title '%s'", r ? ", " : "", r, col[r], nm);
+        }
+        fprintf(g, "\nunset multiplot\n");
+    }
+    fclose(g);
+    if (!st) st = gf_probe_gnuplot(buf, png);
+    free(buf);
+    return st;
+}

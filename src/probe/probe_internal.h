@@ -1,0 +1,58 @@
+/* probe_internal.h — what the probes share: a run opened for probing (recipe, tokenizer, model
+ * loaded from its checkpoint, validation windows), output paths, and the gnuplot pipe. */
+#ifndef GF_PROBE_INTERNAL_H
+#define GF_PROBE_INTERNAL_H
+
+#include "gflow/probe.h"
+#include "train/session.h"
+#include <stdio.h>
+
+typedef struct gf_probe_run {
+    char dir[1024];        /* the run directory (outputs go here) */
+    char ckpt[1100];
+    char name[256];        /* basename of dir, for titles */
+    gf_session s;          /* tokenizer, model (weights from ckpt), validation split */
+    int open;
+    int32_t *win;          /* (W, L+1) the chosen validation windows */
+    int64_t W, L;
+} gf_probe_run;
+
+/* Open RUN (a run directory) with its `which` checkpoint, load the validation split and draw
+ * `windows` windows of seq_len+1 tokens (shuffled with seed; all of them if fewer exist).
+ * windows = 0 loads no data. */
+gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opts *o, int64_t windows);
+void gf_probe_close(gf_probe_run *p);
+/* RUN/probe-<stem>.<ext> */
+void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out, size_t cap);
+/* Run a gnuplot script; the message names `what` (the PNG). */
+gf_status gf_probe_gnuplot(const char *script, const char *what);
+/* Open a file for writing; message names it. */
+gf_status gf_probe_fopen(const char *path, FILE **f);
+/* Basename of a directory path (trailing slashes ignored). */
+void gf_probe_basename(const char *dir, char *out, size_t cap);
+
+/* A TSV table read back for plotting (header row + rows of fields). */
+typedef struct gf_tsv {
+    char path[1100];
+    int32_t n_cols;
+    char **head;           /* (n_cols) */
+    int64_t n_rows;
+    char ***rows;          /* (n_rows, n_cols) */
+} gf_tsv;
+gf_status gf_tsv_read(const char *path, gf_tsv *t);
+/* Column index by header name; a missing column is an error naming the file. */
+gf_status gf_tsv_col(const gf_tsv *t, const char *name, int32_t *col);
+double gf_tsv_num(const gf_tsv *t, int64_t row, int32_t col);
+void gf_tsv_free(gf_tsv *t);
+/* Append to a gnuplot script an inline datablock $NAME holding the columns `cols` (gnuplot
+ * `using` numbering 1..) of the rows whose column `key_col` equals `key` (key NULL: all rows). */
+void gf_tsv_datablock(FILE *g, const char *name, const gf_tsv *t, int32_t key_col, const char *key, const int32_t *cols,
+                      int n_cols);
+
+/* The plots, from the probes' TSVs, of one run or two overlaid (dirs[0], dirs[1]). */
+gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const char *png);
+gf_status gf_probe_hessian_plot(const char *const *dirs, int n_dirs, const char *png);
+gf_status gf_probe_pca_plots(const char *dir); /* the four single-run PNGs */
+gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const char *png);
+
+#endif
