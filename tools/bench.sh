@@ -8,7 +8,7 @@
 #     --ranks N        run gflow as N MPI ranks on this host (mpirun -np N), T/N threads each;
 #                      its tokens/s are the job's, its peak RSS the sum over ranks
 #   env BUILD (build) picks the build dir holding ./gflow.
-# OMP_WAIT_POLICY defaults to passive for BOTH sides (export OMP_WAIT_POLICY=active to override):
+# OMP_WAIT_POLICY defaults to passive and OPENBLAS_THREAD_TIMEOUT to 4 for BOTH sides (export to override):
 # on this 2-core machine spinning OpenMP workers fight OpenBLAS's own threads and other jobs
 # (docs/performance.md, "Threads").
 set -uo pipefail
@@ -31,6 +31,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# gflow sets OPENBLAS_THREAD_TIMEOUT=4 for itself when unset (src/cli/main.c); PyTorch's OpenBLAS
+# gets the same so that neither side spins after its GEMMs
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 gflow=${BUILD:-build}/gflow
 [ -x "$gflow" ] || { echo "bench.sh: $gflow not built (ninja -C ${BUILD:-build})" >&2; exit 1; }
 launch=()
@@ -43,7 +46,7 @@ fi
 field() { grep -E "^$1: " | head -1 | sed -E "s/^$1: ([0-9.eE+-]+).*/\1/"; }
 
 echo "# bench.sh $recipe threads=$threads ranks=$ranks ${extra[*]:-} | $(date -u +%FT%TZ) | $(nproc) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>}"
+echo "# env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>} OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT"
 for ((r = 1; r <= reps; r++)); do
   echo "## rep $r (load before: $(cut -d' ' -f1 /proc/loadavg))"
   g=$("${launch[@]}" "$gflow" bench "$recipe" --threads "$gthreads" --steps "$steps" --warmup "$warmup" "${extra[@]}") || exit 1

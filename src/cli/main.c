@@ -29,13 +29,18 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    /* libgomp reads OMP_WAIT_POLICY once, at load time. Its default (spin) makes idle threads burn
-     * the cores OpenBLAS's own threads need; passive measured ~30 % less CPU per step and up to
-     * 45 % more tokens/s on 2 busy cores (docs/performance.md). Set it unless the user did, and
-     * re-exec once so the runtime sees it. */
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+    /* libgomp reads OMP_WAIT_POLICY and OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, at load
+     * time. Their defaults spin: idle OpenMP workers burn the cores OpenBLAS's threads need, and
+     * OpenBLAS's workers spin 2^28 cycles after every GEMM while gflow's OpenMP loops want the
+     * cores. Passive OpenMP measured ~30 % less CPU per step on 2 busy cores; a 2^4-cycle BLAS
+     * timeout a further ~10 % less CPU and 5–10 % more tokens/s (docs/performance.md). Set what
+     * the user did not, and re-exec once so the runtimes see it. */
+    int set = 0;
+    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) set = 1;
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) set = 1;
+    if (set) {
         execv("/proc/self/exe", argv);
-        /* exec failed: carry on with the default policy */
+        /* exec failed: carry on with the defaults */
     }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
