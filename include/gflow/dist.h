@@ -21,6 +21,8 @@ void gf_dist_finalize(void);
 /* End every rank now (a rank that cannot go on must not leave the others waiting). */
 void gf_dist_abort(int code);
 
+/* ranks the launcher started (its environment; 0 when none), known before gf_dist_init */
+int gf_dist_launcher_size(void);
 int gf_dist_rank(void);
 int gf_dist_size(void);
 int gf_dist_local_size(void);   /* ranks on this host (to share its cores) */

@@ -47,6 +47,12 @@ int main(int argc, char **argv) {
         return argc < 2 ? GF_EXIT_USAGE : GF_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) { printf("gflow 0.1.0\n"); return GF_EXIT_OK; }
+    /* N copies of any other command would each write the same outputs */
+    if (gf_dist_launcher_size() > 1 && strcmp(argv[1], "train") && strcmp(argv[1], "bench")) {
+        fprintf(stderr, "gflow %s: started by an MPI launcher with %d ranks; only `train` and `bench` run data-parallel. "
+                "Run it without mpirun\n", argv[1], gf_dist_launcher_size());
+        return GF_EXIT_USAGE;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "gflow: unknown command '%s'\n\n", argv[1]);

@@ -15,7 +15,7 @@ static double g_comm = 0.0;
 static int g_agreed_failure = 0; /* the last gf_dist_agree() failed: every rank knows */
 
 /* the launcher's world size from its environment (0 when not launched by one) */
-static int launcher_size(void) {
+int gf_dist_launcher_size(void) {
     const char *keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = getenv(keys[i]);
@@ -34,7 +34,7 @@ int gf_dist_enabled(void) {
 
 gf_status gf_dist_init(int *argc, char ***argv) {
     if (g_init) return GF_OK;
-    int n = launcher_size();
+    int n = gf_dist_launcher_size();
 #ifdef GF_HAVE_MPI
     if (n > 0) {
         int provided = 0;

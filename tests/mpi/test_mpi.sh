@@ -142,6 +142,11 @@ out=$(mpi 2 train "$tmp/tiny.ini" --set run.name=n1 2>&1); rc=$?
 if [ $rc = 1 ] && [ "$(grep -c 'already holds a run' <<< "$out")" = 1 ] && ! grep -q "MPI_ABORT" <<< "$out"; then
   ok existing_run_refused_once; else bad existing_run_refused_once "rc $rc: $out"; fi
 
+# 4b. Commands that are not data-parallel refuse to run as N copies (they would write the same files).
+out=$(mpi 2 eval "$R/n1" 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "only \`train\` and \`bench\` run data-parallel" <<< "$out"; then ok other_commands_refuse_launcher
+else bad other_commands_refuse_launcher "rc $rc: $out"; fi
+
 # 5. Ctrl-C reaches one rank only (kill -INT to rank 0): the ranks agree to stop after the same
 #    step, last.ckpt is saved, exit 130, and the run resumes to its end.
 mpi 2 train "$tmp/long.ini" --set run.name=sig --quiet > "$tmp/sig.log" 2>&1 &
