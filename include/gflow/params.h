@@ -11,6 +11,7 @@
 
 #include "gflow/error.h"
 #include "gflow/tensor.h"
+#include "gflow/rng.h"
 
 /* Parameter kinds, so weight decay can be switched per kind (recipe keys). */
 typedef enum gf_param_kind {
@@ -46,6 +47,9 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
 gf_status gf_params_alloc(gf_params *p);
 gf_param *gf_params_find(const gf_params *p, const char *name);
 void gf_params_zero_grad(gf_params *p);
+/* Training init, in table order from one stream: weights and embeddings N(0, std), biases 0,
+ * norm gains 1 and shifts 0 (the models' gf_*_init_weights). */
+void gf_params_init_weights(gf_params *p, double std, gf_rng *rng);
 /* sqrt(sum grad^2) accumulated in double */
 double gf_params_grad_norm(const gf_params *p);
 void gf_params_free(gf_params *p);

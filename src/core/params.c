@@ -72,6 +72,29 @@ gf_param *gf_params_find(const gf_params *p, const char *name) {
 
 void gf_params_zero_grad(gf_params *p) { memset(p->grad, 0, (size_t)p->n * sizeof(float)); }
 
+void gf_params_init_weights(gf_params *P, double std, gf_rng *rng) {
+    for (int64_t i = 0; i < P->n_items; i++) {
+        gf_param *p = P->items[i];
+        int64_t n = gf_tensor_numel(&p->t);
+        switch (p->kind) {
+        case GF_PK_WEIGHT:
+        case GF_PK_EMBED:
+            for (int64_t j = 0; j < n; j++) p->t.data[j] = (float)(std * gf_rng_normal(rng));
+            break;
+        case GF_PK_BIAS:
+            memset(p->t.data, 0, (size_t)n * sizeof(float));
+            break;
+        case GF_PK_NORM: { /* gain 1, shift 0 */
+            float v = strstr(p->name, ".weight") ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < n; j++) p->t.data[j] = v;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
 double gf_params_grad_norm(const gf_params *p) {
     return sqrt(gf_sumsq_f32(p->grad, p->n));
 }

@@ -128,28 +128,7 @@ gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
     return gf_params_alloc(&m->params);
 }
 
-void gf_lm_init_weights(gf_lm *m, gf_rng *rng) {
-    for (int64_t i = 0; i < m->params.n_items; i++) {
-        gf_param *p = m->params.items[i];
-        int64_t n = gf_tensor_numel(&p->t);
-        switch (p->kind) {
-        case GF_PK_WEIGHT:
-        case GF_PK_EMBED:
-            for (int64_t j = 0; j < n; j++) p->t.data[j] = (float)(m->cfg.init_std * gf_rng_normal(rng));
-            break;
-        case GF_PK_BIAS:
-            memset(p->t.data, 0, (size_t)n * sizeof(float));
-            break;
-        case GF_PK_NORM: { /* gain 1, shift 0 */
-            float v = strstr(p->name, ".weight") ? 1.0f : 0.0f;
-            for (int64_t j = 0; j < n; j++) p->t.data[j] = v;
-            break;
-        }
-        default:
-            break;
-        }
-    }
-}
+void gf_lm_init_weights(gf_lm *m, gf_rng *rng) { gf_params_init_weights(&m->params, m->cfg.init_std, rng); }
 
 static gf_tensor *ffn(gf_ctx *ctx, const gf_lm_block *b, gf_tensor *y, float p) {
     gf_tensor *h = gf_gelu(ctx, gf_linear(ctx, y, b->fc1_w, b->fc1_b));
