@@ -33,7 +33,6 @@ gf_status gf_dist_sum_f32(float *buf, int64_t n);
 gf_status gf_dist_sum_f64(double *buf, int64_t n);
 /* rank 0's buffer to every rank */
 gf_status gf_dist_bcast_f32(float *buf, int64_t n);
-gf_status gf_dist_bcast_bytes(void *buf, int64_t n);
 /* Agree on a local status: returns GF_OK only when every rank passed GF_OK. A rank that was
  * fine gets GF_E_EXTERNAL naming how many ranks failed (their own messages say why). */
 gf_status gf_dist_agree(gf_status local);

@@ -122,37 +122,16 @@ static gf_status chunked(void *buf, int64_t n, MPI_Datatype type, size_t elem, M
 }
 #endif
 
-gf_status gf_dist_sum_f32(float *buf, int64_t n) {
+/* one rank: nothing to exchange (and a build without MPI has no MPI types to name) */
 #ifdef GF_HAVE_MPI
-    if (g_size > 1) return chunked(buf, n, MPI_FLOAT, sizeof(float), MPI_SUM);
+#define DIST_CALL(buf, n, type, elem, op) (g_size > 1 ? chunked(buf, n, type, elem, op) : GF_OK)
+#else
+#define DIST_CALL(buf, n, type, elem, op) ((void)(buf), (void)(n), GF_OK)
 #endif
-    (void)buf; (void)n;
-    return GF_OK;
-}
 
-gf_status gf_dist_sum_f64(double *buf, int64_t n) {
-#ifdef GF_HAVE_MPI
-    if (g_size > 1) return chunked(buf, n, MPI_DOUBLE, sizeof(double), MPI_SUM);
-#endif
-    (void)buf; (void)n;
-    return GF_OK;
-}
-
-gf_status gf_dist_bcast_f32(float *buf, int64_t n) {
-#ifdef GF_HAVE_MPI
-    if (g_size > 1) return chunked(buf, n, MPI_FLOAT, sizeof(float), MPI_OP_NULL);
-#endif
-    (void)buf; (void)n;
-    return GF_OK;
-}
-
-gf_status gf_dist_bcast_bytes(void *buf, int64_t n) {
-#ifdef GF_HAVE_MPI
-    if (g_size > 1) return chunked(buf, n, MPI_BYTE, 1, MPI_OP_NULL);
-#endif
-    (void)buf; (void)n;
-    return GF_OK;
-}
+gf_status gf_dist_sum_f32(float *buf, int64_t n) { return DIST_CALL(buf, n, MPI_FLOAT, sizeof(float), MPI_SUM); }
+gf_status gf_dist_sum_f64(double *buf, int64_t n) { return DIST_CALL(buf, n, MPI_DOUBLE, sizeof(double), MPI_SUM); }
+gf_status gf_dist_bcast_f32(float *buf, int64_t n) { return DIST_CALL(buf, n, MPI_FLOAT, sizeof(float), MPI_OP_NULL); }
 
 gf_status gf_dist_agree(gf_status local) {
     if (g_size == 1) return local;
