@@ -31,6 +31,8 @@ int gf_dist_enabled(void);      /* built with MPI */
 /* In-place sums across ranks; errors name the operation (a dead peer shows up here). */
 gf_status gf_dist_sum_f32(float *buf, int64_t n);
 gf_status gf_dist_sum_f64(double *buf, int64_t n);
+/* buf = Σ_ranks w_rank · buf_rank: the gradient step of data parallelism (w = the rank's share) */
+gf_status gf_dist_sum_scaled_f32(float *buf, int64_t n, float w);
 /* rank 0's buffer to every rank */
 gf_status gf_dist_bcast_f32(float *buf, int64_t n);
 /* Agree on a local status: returns GF_OK only when every rank passed GF_OK. A rank that was

@@ -164,8 +164,7 @@ int gf_cmd_bench(int argc, char **argv) {
         double c_step = 0.0;
         if (world > 1) { /* what the trainer does: pre-scale by this rank's share, sum */
             double c0 = gf_time_now();
-            for (int64_t i = 0; i < m->params.n; i++) m->params.grad[i] *= 1.0f / (float)world;
-            s = gf_dist_sum_f32(m->params.grad, m->params.n);
+            s = gf_dist_sum_scaled_f32(m->params.grad, m->params.n, 1.0f / (float)world);
             if (s) { fprintf(stderr, "gflow bench: %s\n", gf_last_error()); gf_dist_abort(GF_EXIT_ERROR); }
             c_step = gf_time_now() - c0;
             if (timed) t_comm += c_step;

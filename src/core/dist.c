@@ -131,6 +131,12 @@ static gf_status chunked(void *buf, int64_t n, MPI_Datatype type, size_t elem, M
 
 gf_status gf_dist_sum_f32(float *buf, int64_t n) { return DIST_CALL(buf, n, MPI_FLOAT, sizeof(float), MPI_SUM); }
 gf_status gf_dist_sum_f64(double *buf, int64_t n) { return DIST_CALL(buf, n, MPI_DOUBLE, sizeof(double), MPI_SUM); }
+gf_status gf_dist_sum_scaled_f32(float *buf, int64_t n, float w) {
+    if (g_size == 1) return GF_OK;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) buf[i] *= w;
+    return gf_dist_sum_f32(buf, n);
+}
 gf_status gf_dist_bcast_f32(float *buf, int64_t n) { return DIST_CALL(buf, n, MPI_FLOAT, sizeof(float), MPI_OP_NULL); }
 
 gf_status gf_dist_agree(gf_status local) {

@@ -358,9 +358,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
             /* the global loss is the row-weighted mean of the ranks' means: pre-scale, then sum */
             double c0 = gf_dist_comm_seconds();
             float w = (float)n / (float)rows;
-            gf_params *P = t->s.params;
-            for (int64_t i = 0; i < P->n; i++) P->grad[i] *= w;
-            GF_TRY(gf_dist_sum_f32(P->grad, P->n));
+            GF_TRY(gf_dist_sum_scaled_f32(t->s.params->grad, t->s.params->n, w));
             double red[2] = {(double)lv * (double)w, o->stop_flag && *o->stop_flag ? 1.0 : 0.0};
             GF_TRY(gf_dist_sum_f64(red, 2));
             lv = (float)red[0];
