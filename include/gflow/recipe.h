@@ -105,6 +105,7 @@ typedef struct gf_recipe {
         int64_t epochs, batch_size, max_steps, log_every, eval_every, eval_batches;
         gf_nonfinite_policy nonfinite;
         int64_t early_stop_patience;
+        int64_t evals_per_epoch;         /* 0: eval_every / epoch end only */
     } train;
     struct {
         int64_t batch_size;              /* resolved: never 0 */

@@ -1,5 +1,6 @@
 /* main.c — `gflow <command> [args]`: dispatch to one file per subcommand. */
 #include "cli.h"
+#include "gflow/version.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,7 +47,10 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? GF_EXIT_USAGE : GF_EXIT_OK;
     }
-    if (!strcmp(argv[1], "--version")) { printf("gflow 0.1.0\n"); return GF_EXIT_OK; }
+    if (!strcmp(argv[1], "--version")) {
+        printf("gflow %s\nbuild: %s\noptions: %s\n", gf_version(), gf_build_describe(), gf_build_options());
+        return GF_EXIT_OK;
+    }
     /* N copies of any other command would each write the same outputs */
     if (gf_dist_launcher_size() > 1 && strcmp(argv[1], "train") && strcmp(argv[1], "bench")) {
         fprintf(stderr, "gflow %s: started by an MPI launcher with %d ranks; only `train` and `bench` run data-parallel. "

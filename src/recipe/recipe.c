@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "recipe/recipe_internal.h"
+#include "gflow/version.h"
 
 #define ORIGIN_MAX (GF_RECIPE_STR + 64)
 #define MAX_DEPTH 16
@@ -562,6 +563,9 @@ static gf_status finish(resolve_ctx *rc) {
             return key_error(rc, "model", "heads", "d_model (%lld) must be divisible by heads, got %lld",
                              (long long)r->model.d_model, (long long)r->model.heads);
     }
+    if (r->train.evals_per_epoch > 0 && r->train.eval_every > 0)
+        return key_error(rc, "train", "evals_per_epoch", "set both it and eval_every (%lld); choose one",
+                         (long long)r->train.eval_every);
     if (r->schedule.min_lr > r->optim.lr)
         return key_error(rc, "schedule", "min_lr", "must be <= [optim] lr (%g), got %g", r->optim.lr,
                          r->schedule.min_lr);
@@ -649,7 +653,7 @@ gf_status gf_recipe_resolved_text(const gf_recipe *r, char **out) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return gf_error_set(GF_E_NOMEM, "recipe: open_memstream failed");
-    fprintf(f, "# resolved gflow recipe: every key, defaults included\n");
+    fprintf(f, "# resolved gflow recipe: every key, defaults included (gflow %s)\n", gf_build_id());
     const char *cur = "";
     for (int i = 0; i < gf_recipe_n_keys; i++) {
         const gf_recipe_key *k = &gf_recipe_schema[i];
@@ -721,7 +725,7 @@ void gf_recipe_write_keys_md(FILE *f) {
           "checked, derived defaults are filled in (split files per dataset, `max_len`,\n"
           "`classifier_hidden`, `[eval] batch_size`) and cross-key rules are checked:\n"
           "`r <= d_model` (grassmann), `d_model % heads == 0` (transformer), `offset_schedule` has\n"
-          "`n_layers` entries when set, `max_len >= seq_len`, `min_lr <= lr`.\n\n"
+          "`n_layers` entries when set, `max_len >= seq_len`, `min_lr <= lr`, not both `eval_every` and `evals_per_epoch`.\n\n"
           "The resolved recipe (every key, `base` omitted) is printed at training start and stored\n"
           "in checkpoints. Bools accept true/false, 1/0, yes/no, on/off. Strings may not contain\n"
           "`#`, `;` or control characters. Int lists are comma-separated (`1,2,4`), empty for none.\n",

@@ -113,6 +113,9 @@ const gf_recipe_key gf_recipe_schema[] = {
       "On a NaN/Inf loss or gradient norm: stop with an error, or skip the step."),
     K(train, early_stop_patience, INT, "0", 0, 0, MIN, 0,
       "Stop after N evaluations without a better validation loss; 0 = off."),
+    K(train, evals_per_epoch, INT, "0", 0, 0, MIN, 0,
+      "Full evaluations per epoch, evenly spaced, the last at its end (2 = every half epoch); "
+      "0 = eval_every. Not with eval_every."),
 
     K(eval, batch_size, INT, "0", 0, 0, MIN, 0, "Evaluation batch size; 0 = train batch_size."),
     K(eval, split, ENUM, "valid", 0, 0, 0, e_split, "Split evaluated during training."),

@@ -13,6 +13,7 @@
  * a run resumes with any number of ranks.
  */
 #include "session.h"
+#include "gflow/version.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -126,6 +127,7 @@ static gf_status save_ckpt(trainer *t, const char *name) {
     if (!st) st = gf_ckpt_meta_set_blob(&m.loader, &ls, sizeof ls);
     if (!st) st = gf_ckpt_meta_set_blob(&m.optim, &t->st, sizeof t->st);
     if (!st) st = gf_ckpt_meta_set_kv(&m, "tokenizer", gf_tokenizer_key(t->s.tok));
+    if (!st) st = gf_ckpt_meta_set_kv(&m, "build", gf_build_id());
     char vb[32];
     snprintf(vb, sizeof vb, "%lld", (long long)gf_tokenizer_vocab_size(t->s.tok));
     if (!st) st = gf_ckpt_meta_set_kv(&m, "vocab", vb);
@@ -217,6 +219,17 @@ static gf_status note_full_eval(trainer *t, const gf_eval_result *res, int *stop
     return GF_OK;
 }
 
+/* an evaluation inside the epoch: every eval_every steps, or at the evals_per_epoch - 1 evenly
+ * spaced points floor(k * spe / n), k = 1 .. n-1 (the epoch's end is always evaluated) */
+static int mid_epoch_eval_due(const trainer *t) {
+    const gf_recipe *r = &t->s.r;
+    if (r->train.eval_every > 0) return t->st.step % r->train.eval_every == 0;
+    int64_t n = r->train.evals_per_epoch, pos = t->st.step % t->spe;
+    for (int64_t k = 1; k < n; k++)
+        if (pos == k * t->spe / n) return 1;
+    return 0;
+}
+
 static void fmt_eta(char *buf, size_t cap, double s) {
     if (!isfinite(s) || s < 0) { snprintf(buf, cap, "?"); return; }
     long h = (long)(s / 3600), m = (long)(fmod(s, 3600) / 60), sec = (long)fmod(s, 60);
@@ -245,6 +258,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
     if (!f) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
     const gf_recipe *r = &t->s.r;
     fprintf(f, "key\tvalue\n");
+    fprintf(f, "build\t%s\n", gf_build_id());
     fprintf(f, "run\t%s\nfamily\t%s\nblock\t%s\nparams\t%lld\n", r->run.name, gf_family_name(r->model.family),
             gf_block_name(r->model.block), (long long)t->s.params->n);
     fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
@@ -407,7 +421,7 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
             GF_TRY(note_full_eval(t, &ev, &stop_early));
             t->st.epoch++;
             GF_TRY(save_ckpt(t, "last.ckpt"));
-        } else if (r->train.eval_every > 0 && t->st.step % r->train.eval_every == 0) {
+        } else if (mid_epoch_eval_due(t)) {
             gf_eval_result ev;
             int full = r->train.eval_batches == 0;
             GF_TRY(evaluate(t, full, &ev));

@@ -86,6 +86,8 @@ static const bad_case k_bad[] = {
         "111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111"
         "11111111111111111111111111111111111111111\n", NULL, GF_E_PARSE, "x.ini:15:", "line too long"},
     {0, "[schedule]\nmin_lr = 0.01\n", NULL, GF_E_INVALID, "x.ini:16:", "[schedule] min_lr: must be <= [optim] lr"},
+    {0, "[train]\neval_every = 5\nevals_per_epoch = 2\n", NULL, GF_E_INVALID, "x.ini:17:",
+     "[train] evals_per_epoch: set both it and eval_every (5); choose one"},
     {0, "[data]\ntrain_fraction = 0\n", NULL, GF_E_INVALID, "x.ini:16:", "[data] train_fraction: must be > 0"},
     {0, "[data]\nseq_len = 0\n", NULL, GF_E_INVALID, "x.ini:16:", "[data] seq_len: must be >= 1, got 0"},
     {0, "max_len = 64\n", NULL, GF_E_INVALID, "x.ini:15:", "[model] max_len: must be >= [data] seq_len (128), got 64"},

@@ -4,6 +4,7 @@
 #include "gf_test.h"
 #include "gflow.h"
 #include "gflow/train.h"
+#include "gflow/version.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,6 +104,62 @@ GF_TEST(smoke, train_tiny_grassmann_learns) {
     GF_CHECK(access(p, F_OK) == 0, "best.ckpt written");
     /* a second fresh run into the same directory is refused, not clobbered */
     GF_CHECK_ERR(gf_train_run(&r, &o, &intr), GF_E_INVALID, "already holds a run");
+}
+
+/* evals_per_epoch = 3: full evaluations at floor(k * spe / 3) inside each epoch and at its end,
+ * then the final one at max_steps; a build id in summary.tsv and the recipe.ini header */
+GF_TEST(smoke, train_evals_per_epoch_and_build_id) {
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "thirds", "grassmann", 1));
+    const char *sets[] = {"train.eval_every=0", "train.evals_per_epoch=3", "train.eval_batches=0"};
+    char text[4096];
+    char *rt = NULL;
+    GF_REQUIRE_OK(gf_recipe_resolved_text(&r, &rt));
+    snprintf(text, sizeof text, "%s", rt);
+    free(rt);
+    GF_REQUIRE_OK(gf_recipe_parse_text(text, "thirds.ini", sets, 3, &r));
+    /* steps per epoch of this corpus: find it from a first run's epoch column */
+    r.train.max_steps = 200;
+    gf_train_opts o = {.quiet = 1};
+    int intr = 0;
+    GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
+    char p[800];
+    size_t n;
+    snprintf(p, sizeof p, "%s/runs/thirds/metrics.tsv", gf_test_tmpdir());
+    char *s = slurp(p, &n);
+    GF_REQUIRE(s, "metrics.tsv");
+    long long spe = 0, valid_steps[64];
+    int nv = 0;
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        long long step, epoch;
+        char split[16];
+        if (sscanf(line, "%lld\t%lld\t%15s", &step, &epoch, split) != 3) continue;
+        if (!spe && epoch == 1 && !strcmp(split, "train")) spe = step - 1;
+        if (!strcmp(split, "valid") && nv < 64) valid_steps[nv++] = step;
+    }
+    free(s);
+    GF_REQUIRE(spe > 3, "steps per epoch found (%lld)", spe);
+    int k = 0;
+    for (long long e = 0; (e + 1) * spe <= 200; e++)
+        for (int j = 1; j <= 3; j++) {
+            long long want = e * spe + j * spe / 3;
+            GF_CHECK(k < nv && valid_steps[k] == want, "evaluation %d at step %lld, got %lld", k, want,
+                     k < nv ? valid_steps[k] : -1LL);
+            k++;
+        }
+    GF_CHECK(nv > k && valid_steps[nv - 1] == 200, "final evaluation at step 200");
+    snprintf(p, sizeof p, "%s/runs/thirds/summary.tsv", gf_test_tmpdir());
+    s = slurp(p, &n);
+    GF_REQUIRE(s, "summary.tsv");
+    char want[200];
+    snprintf(want, sizeof want, "\nbuild\t%s\n", gf_build_id());
+    GF_CHECK(strstr(s, want) != NULL, "summary.tsv names the build %s", gf_build_id());
+    free(s);
+    snprintf(p, sizeof p, "%s/runs/thirds/recipe.ini", gf_test_tmpdir());
+    s = slurp(p, &n);
+    GF_REQUIRE(s, "recipe.ini");
+    GF_CHECK(strstr(s, gf_build_id()) != NULL && strchr(gf_build_id(), '+'), "recipe.ini header names the build");
+    free(s);
 }
 
 static void compare_runs(const char *family) {
