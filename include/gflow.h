@@ -7,6 +7,7 @@
 #include "gflow/arena.h"
 #include "gflow/params.h"
 #include "gflow/threads.h"
+#include "gflow/fs.h"
 #include "gflow/dist.h"
 #include "gflow/tape.h"
 #include "gflow/ops.h"

@@ -43,6 +43,7 @@
 
 #include "gflow/error.h"
 #include "gflow/params.h"
+#include "gflow/recipe.h"
 
 #define GF_CKPT_MAGIC "GFLOWCK1"
 #define GF_CKPT_VERSION 1u
@@ -90,20 +91,8 @@ gf_status gf_ckpt_load(const char *path, gf_params *p, gf_ckpt_meta *out);
 /* Read only the metadata (e.g. the recipe text, to rebuild the model before load), still
  * verifying magic, version, length, checksum and the table's structure. */
 gf_status gf_ckpt_peek(const char *path, gf_ckpt_meta *out);
-
-/* Atomic file writer used by checkpoints and safetensors: bytes go to "<path>.tmp";
- * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
- * tmp file. After a failed write or commit the tmp file is already removed. */
-typedef struct gf_atomic_file {
-    int fd;
-    char *path;
-    char *tmp;
-    uint64_t written;
-} gf_atomic_file;
-
-gf_status gf_atomic_open(gf_atomic_file *af, const char *path);
-gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n);
-gf_status gf_atomic_commit(gf_atomic_file *af);
-void gf_atomic_abort(gf_atomic_file *af);
+/* Peek and parse the checkpoint's recipe into *r (an error naming the file if it has none).
+ * keep != NULL receives the metadata too (the caller frees it); NULL frees it here. */
+gf_status gf_ckpt_peek_recipe(const char *path, gf_recipe *r, gf_ckpt_meta *keep);
 
 #endif

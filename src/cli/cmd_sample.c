@@ -40,12 +40,8 @@ int gf_cmd_sample(int argc, char **argv) {
     if (!src || !prompt) { help(); return GF_EXIT_USAGE; }
     char path[1100];
     gf_recipe r;
-    gf_ckpt_meta m;
-    gf_ckpt_meta_init(&m);
     gf_status st = gf_run_ckpt_path(src, which, path, sizeof path);
-    if (!st) st = gf_ckpt_peek(path, &m);
-    if (!st) st = m.recipe ? gf_recipe_parse_text(m.recipe, path, NULL, 0, &r) : gf_error_set(GF_E_CORRUPT, "%s: no recipe", path);
-    gf_ckpt_meta_free(&m);
+    if (!st) st = gf_ckpt_peek_recipe(path, &r, NULL);
     gf_session s;
     memset(&s, 0, sizeof s);
     if (!st) st = gf_session_open(&s, &r, 0);

@@ -64,13 +64,8 @@ int gf_cmd_train(int argc, char **argv) {
     if (resume) {
         if (n_sets) { fprintf(stderr, "gflow train: --set cannot change a run being resumed\n"); free(sets); return GF_EXIT_USAGE; }
         char path[1100];
-        gf_ckpt_meta m;
-        gf_ckpt_meta_init(&m);
         snprintf(path, sizeof path, "%s/last.ckpt", resume);
-        st = gf_ckpt_peek(path, &m);
-        if (!st) st = m.recipe ? gf_recipe_parse_text(m.recipe, path, NULL, 0, &r)
-                               : gf_error_set(GF_E_CORRUPT, "%s: no recipe in the checkpoint", path);
-        gf_ckpt_meta_free(&m);
+        st = gf_ckpt_peek_recipe(path, &r, NULL);
         o.resume_dir = resume;
     } else {
         st = gf_recipe_load(recipe, sets, n_sets, &r);

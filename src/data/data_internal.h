@@ -12,7 +12,6 @@
 typedef gf_status (*gf_line_fn)(void *ctx, const char *line, size_t len, int64_t lineno);
 gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx);
 
-gf_status gf_data_mkdir_p(const char *dir);
 
 /* Epoch-wise item order shared by the LM and SNLI loaders. */
 typedef struct gf_sampler {

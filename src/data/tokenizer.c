@@ -11,6 +11,7 @@
 #include "data/spm_wrap.h"
 #include "gflow/data.h"
 #include "gflow/tokenizer.h"
+#include "gflow/fs.h"
 
 struct gf_tokenizer {
     gf_tokenizer_kind kind;
@@ -141,24 +142,6 @@ static gf_status word_build_line(void *ctx, const char *line, size_t len, int64_
 
 /* ---- open / free ---- */
 
-static gf_status mkdir_p(const char *dir) {
-    char tmp[4096];
-    size_t n = strlen(dir);
-    if (n >= sizeof tmp) return gf_error_set(GF_E_INVALID, "path too long: %s", dir);
-    memcpy(tmp, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] == '/' || tmp[i] == '\0') {
-            char c = tmp[i];
-            tmp[i] = '\0';
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-                return gf_error_set(GF_E_IO, "cannot create directory %s: %s", tmp, strerror(errno));
-            tmp[i] = c;
-        }
-    }
-    return GF_OK;
-}
-
-gf_status gf_data_mkdir_p(const char *dir) { return mkdir_p(dir); }
 
 /* WikiText-2 marks rare words "<unk>": keep it one piece that decodes verbatim
  * (otherwise '<' and '>' fall outside the character coverage and decode as " ⁇ "). */
@@ -172,7 +155,7 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
         return gf_error_set(GF_E_INVALID, "spm vocab_size %lld too small", (long long)o->vocab_size);
     const char *type = o->model_type == GF_SPM_BPE ? "bpe" : "unigram";
     snprintf(t->key, sizeof t->key, "spm:%s:%lld:%s", type, (long long)o->vocab_size, sha16);
-    GF_TRY(mkdir_p(o->cache_dir));
+    GF_TRY(gf_mkdir_p(o->cache_dir));
     char model[4096], prefix[4096];
     snprintf(model, sizeof model, "%s/spm-%s-%lld-%s.model", o->cache_dir, type,
              (long long)o->vocab_size, sha16);

@@ -9,6 +9,7 @@
 
 #include "data/data_internal.h"
 #include "gflow/data.h"
+#include "gflow/fs.h"
 
 /* ---- word count ---- */
 
@@ -178,7 +179,7 @@ gf_status gf_lm_split_tokens(const gf_tokenizer *tok, const char *split_path, co
     GF_TRY(gf_sha256_file(split_path, src_sha, NULL));
     char cpath[4096] = "";
     if (cache_dir) {
-        GF_TRY(gf_data_mkdir_p(cache_dir));
+        GF_TRY(gf_mkdir_p(cache_dir));
         const char *base = strrchr(split_path, '/');
         base = base ? base + 1 : split_path;
         char key[64];

@@ -57,14 +57,8 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
     snprintf(p->dir, sizeof p->dir, "%s", run_dir);
     gf_probe_basename(run_dir, p->name, sizeof p->name);
     GF_TRY(gf_run_ckpt_path(run_dir, o->which, p->ckpt, sizeof p->ckpt));
-    gf_ckpt_meta m;
-    gf_ckpt_meta_init(&m);
-    GF_TRY(gf_ckpt_peek(p->ckpt, &m));
     gf_recipe r;
-    gf_status s = m.recipe ? gf_recipe_parse_text(m.recipe, p->ckpt, NULL, 0, &r)
-                           : gf_error_set(GF_E_CORRUPT, "%s: checkpoint carries no recipe", p->ckpt);
-    gf_ckpt_meta_free(&m);
-    GF_TRY(s);
+    GF_TRY(gf_ckpt_peek_recipe(p->ckpt, &r, NULL));
     if (r.data.dataset == GF_DS_SNLI)
         return gf_error_set(GF_E_INVALID, "%s: an NLI checkpoint; the probes handle language models", p->ckpt);
     if (o->log) fprintf(stderr, "probe: %s (%s, %s, %lld layers)\n", p->ckpt, gf_family_name(r.model.family),

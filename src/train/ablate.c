@@ -3,6 +3,7 @@
  * study's summary (tsv + markdown) and validation curves. See gflow/ablate.h for the format. */
 #include "gflow/ablate.h"
 #include "gflow/checkpoint.h"
+#include "gflow/fs.h"
 #include "gflow/train.h"
 #include <errno.h>
 #include <ini.h>
@@ -422,14 +423,10 @@ static gf_status run_state(const gf_ablation *a, gf_ablate_run *run) {
         char p[1200];
         snprintf(p, sizeof p, "%s/last.ckpt", run->run_dir);
         gf_ckpt_meta m;
-        gf_ckpt_meta_init(&m);
         gf_recipe have;
-        gf_status st = gf_ckpt_peek(p, &m);
-        if (!st) st = m.recipe ? gf_recipe_parse_text(m.recipe, p, NULL, 0, &have)
-                               : gf_error_set(GF_E_CORRUPT, "%s: no recipe in the checkpoint", p);
+        GF_TRY(gf_ckpt_peek_recipe(p, &have, &m));
         run->step_done = m.step;
         gf_ckpt_meta_free(&m);
-        GF_TRY(st);
         return same_recipe(&run->recipe, &have, run->run_dir, at);
     }
     run->state = exists(run->run_dir, "metrics.tsv") ? GF_ABLATE_RESTART : GF_ABLATE_START;
@@ -663,21 +660,9 @@ static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *bloc
     return GF_OK;
 }
 
-static gf_status mkdir_p(const char *dir) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
-    return GF_OK;
-}
 
 gf_status gf_ablation_report(const gf_ablation *a, const char *command) {
-    GF_TRY(mkdir_p(a->study_dir));
+    GF_TRY(gf_mkdir_p(a->study_dir));
     row *rows = calloc((size_t)a->n_variants, sizeof *rows);
     if (!rows) return gf_error_set(GF_E_NOMEM, "out of memory");
     for (int64_t vi = 0; vi < a->n_variants; vi++) fill_row(a, vi, &rows[vi]);

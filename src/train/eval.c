@@ -22,18 +22,12 @@ gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char 
 gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *split, gf_eval_result *res) {
     char path[1100];
     GF_TRY(gf_run_ckpt_path(run_dir, which, path, sizeof path));
-    gf_ckpt_meta m;
-    gf_ckpt_meta_init(&m);
-    GF_TRY(gf_ckpt_peek(path, &m));
     gf_recipe r;
-    gf_status st = m.recipe ? gf_recipe_parse_text(m.recipe, path, NULL, 0, &r)
-                            : gf_error_set(GF_E_CORRUPT, "%s: checkpoint carries no recipe", path);
-    gf_ckpt_meta_free(&m);
-    GF_TRY(st);
+    GF_TRY(gf_ckpt_peek_recipe(path, &r, NULL));
     gf_split sp = r.eval.split;
     if (split) GF_TRY(gf_split_parse(split, &sp));
     gf_session s;
-    st = gf_session_open(&s, &r, 0);
+    gf_status st = gf_session_open(&s, &r, 0);
     if (!st) st = gf_ckpt_load(path, s.params, NULL);
     if (!st) st = gf_session_eval(&s, sp, 0, res);
     gf_session_close(&s);

@@ -1,7 +1,7 @@
 /* safetensors.c — validated safetensors reader and atomic writer; see gflow/safetensors.h.
  * The header JSON is parsed and printed by cJSON. */
 #include "gflow/safetensors.h"
-#include "gflow/checkpoint.h" /* gf_atomic_* */
+#include "gflow/fs.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -332,10 +332,8 @@ void gf_session_close(gf_session *s) {
 
 gf_status gf_session_model_from_ckpt(const char *path, gf_recipe *r, gf_lm *lm) {
     gf_ckpt_meta m;
-    gf_ckpt_meta_init(&m);
-    GF_TRY(gf_ckpt_peek(path, &m));
-    gf_status st = m.recipe ? gf_recipe_parse_text(m.recipe, path, NULL, 0, r)
-                            : gf_error_set(GF_E_CORRUPT, "%s: checkpoint carries no recipe", path);
+    GF_TRY(gf_ckpt_peek_recipe(path, r, &m));
+    gf_status st = GF_OK;
     const char *v = gf_ckpt_meta_get_kv(&m, "vocab");
     int64_t vocab = v ? strtoll(v, NULL, 10) : 0;
     if (!st && vocab <= 0) st = gf_error_set(GF_E_CORRUPT, "%s: checkpoint lacks its vocabulary size (kv 'vocab')", path);

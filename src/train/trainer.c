@@ -14,6 +14,7 @@
  */
 #include "session.h"
 #include "gflow/version.h"
+#include "gflow/fs.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,18 +77,6 @@ static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", t->dir, name);
 }
 
-static gf_status mkdir_p(const char *dir) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
-    return GF_OK;
-}
 
 static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
     if (isnan(v)) snprintf(buf, cap, "-");
@@ -139,7 +128,7 @@ static gf_status save_ckpt(trainer *t, const char *name) {
 }
 
 static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
-    GF_TRY(mkdir_p(t->dir));
+    GF_TRY(gf_mkdir_p(t->dir));
     char mpath[1100], cpath[1100], rpath[1100], spath[1100];
     path_in(t, "metrics.tsv", mpath, sizeof mpath);
     path_in(t, "last.ckpt", cpath, sizeof cpath);

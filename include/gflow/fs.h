@@ -1,0 +1,28 @@
+/* gflow/fs.h — the file-system helpers every stage shares: directories made on demand, and
+ * outputs that appear whole or not at all. */
+#ifndef GFLOW_FS_H
+#define GFLOW_FS_H
+
+#include "gflow/error.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* mkdir -p: create dir and its missing parents (existing ones are fine). */
+gf_status gf_mkdir_p(const char *dir);
+
+/* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
+ * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
+ * tmp file. After a failed write or commit the tmp file is already removed. */
+typedef struct gf_atomic_file {
+    int fd;
+    char *path;
+    char *tmp;
+    uint64_t written;
+} gf_atomic_file;
+
+gf_status gf_atomic_open(gf_atomic_file *af, const char *path);
+gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n);
+gf_status gf_atomic_commit(gf_atomic_file *af);
+void gf_atomic_abort(gf_atomic_file *af);
+
+#endif

@@ -1,0 +1,118 @@
+/* fs.c — directories and atomic files (see gflow/fs.h). */
+#include "gflow/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+gf_status gf_mkdir_p(const char *dir) {
+    char tmp[4096];
+    size_t n = strlen(dir);
+    if (n >= sizeof tmp) return gf_error_set(GF_E_INVALID, "path too long: %s", dir);
+    memcpy(tmp, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] == '/' || tmp[i] == '\0') {
+            char c = tmp[i];
+            tmp[i] = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+                return gf_error_set(GF_E_IO, "cannot create directory %s: %s", tmp, strerror(errno));
+            tmp[i] = c;
+        }
+    }
+    return GF_OK;
+}
+
+/* ---------------------------------------------------------------- atomic file writer */
+
+gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
+    memset(af, 0, sizeof *af);
+    af->fd = -1;
+    size_t len = strlen(path);
+    af->path = malloc(len + 1);
+    af->tmp = malloc(len + 5);
+    if (!af->path || !af->tmp) {
+        free(af->path);
+        free(af->tmp);
+        af->path = af->tmp = NULL;
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(af->path, path, len + 1);
+    snprintf(af->tmp, len + 5, "%s.tmp", path);
+    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (af->fd < 0) {
+        int e = errno;
+        gf_status s = gf_error_set(GF_E_IO, "%s: cannot create temporary file %s: %s", path,
+                                   af->tmp, strerror(e));
+        free(af->path);
+        free(af->tmp);
+        af->path = af->tmp = NULL;
+        return s;
+    }
+    return GF_OK;
+}
+
+void gf_atomic_abort(gf_atomic_file *af) {
+    if (af->fd >= 0) close(af->fd);
+    if (af->tmp) unlink(af->tmp);
+    free(af->path);
+    free(af->tmp);
+    af->fd = -1;
+    af->path = af->tmp = NULL;
+}
+
+/* Set the error from errno and drop the tmp file. */
+static gf_status atomic_fail(gf_atomic_file *af, int e, const char *what) {
+    gf_status s = gf_error_set(GF_E_IO, "%s: %s failed after %llu bytes: %s (nothing written "
+                               "to %s; any previous file there is unchanged)",
+                               af->path, what, (unsigned long long)af->written, strerror(e),
+                               af->path);
+    gf_atomic_abort(af);
+    return s;
+}
+
+gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n) {
+    const unsigned char *p = buf;
+    while (n > 0) {
+        /* under RLIMIT_FSIZE with SIGXFSZ ignored: a short write, then -1/EFBIG */
+        ssize_t w = write(af->fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return atomic_fail(af, errno, "write");
+        }
+        if (w == 0) return atomic_fail(af, EIO, "write");
+        p += w;
+        n -= (size_t)w;
+        af->written += (uint64_t)w;
+    }
+    return GF_OK;
+}
+
+gf_status gf_atomic_commit(gf_atomic_file *af) {
+    if (fsync(af->fd) != 0) return atomic_fail(af, errno, "fsync");
+    int fd = af->fd;
+    af->fd = -1;
+    if (close(fd) != 0) return atomic_fail(af, errno, "close");
+    if (rename(af->tmp, af->path) != 0) return atomic_fail(af, errno, "rename");
+    /* make the rename itself durable: fsync the containing directory */
+    char *dir = af->tmp; /* reuse: the tmp name is no longer needed */
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, strlen(dir) + 1, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    gf_status s = GF_OK;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
+        s = gf_error_set(GF_E_IO, "%s: written, but syncing directory %s failed: %s", af->path,
+                         dir, strerror(errno));
+    }
+    if (dfd >= 0) close(dfd);
+    free(af->path);
+    free(af->tmp);
+    af->path = af->tmp = NULL;
+    return s;
+}
+
