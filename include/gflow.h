@@ -1,7 +1,9 @@
-/* gflow.h — everything public. Dimension letters: see gflow/tensor.h. */
+/* gflow.h — every public header of include/gflow/ in one include. Dimension letters: see
+ * gflow/tensor.h. */
 #ifndef GFLOW_H
 #define GFLOW_H
 #include "gflow/error.h"
+#include "gflow/version.h"
 #include "gflow/rng.h"
 #include "gflow/tensor.h"
 #include "gflow/arena.h"
@@ -12,10 +14,14 @@
 #include "gflow/tape.h"
 #include "gflow/ops.h"
 #include "gflow/model.h"
+#include "gflow/nli.h"
 #include "gflow/optim.h"
 #include "gflow/data.h"
 #include "gflow/tokenizer.h"
 #include "gflow/recipe.h"
 #include "gflow/checkpoint.h"
 #include "gflow/safetensors.h"
+#include "gflow/train.h"
+#include "gflow/ablate.h"
+#include "gflow/probe.h"
 #endif

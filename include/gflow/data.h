@@ -47,7 +47,6 @@ gf_status gf_sha256_verify(const char *path, const char *expected_hex);
 typedef enum gf_dataset { GF_DS_WIKITEXT2 = 0, GF_DS_SNLI = 1 } gf_dataset;
 typedef enum gf_split { GF_SPLIT_TRAIN = 0, GF_SPLIT_VALID = 1, GF_SPLIT_TEST = 2 } gf_split;
 
-gf_status gf_dataset_parse(const char *s, gf_dataset *out);  /* "wikitext2" | "snli" */
 gf_status gf_split_parse(const char *s, gf_split *out);      /* "train" | "valid"/"dev" | "test" */
 /* Recorded sha256 (the same table as datasets/fetch.sh) for a file's base
  * name, e.g. "wiki.valid.tokens"; NULL when none is recorded. */

@@ -26,7 +26,6 @@ int gf_dist_launcher_size(void);
 int gf_dist_rank(void);
 int gf_dist_size(void);
 int gf_dist_local_size(void);   /* ranks on this host (to share its cores) */
-int gf_dist_enabled(void);      /* built with MPI */
 
 /* In-place sums across ranks; errors name the operation (a dead peer shows up here). */
 gf_status gf_dist_sum_f32(float *buf, int64_t n);
@@ -40,8 +39,7 @@ gf_status gf_dist_bcast_f32(float *buf, int64_t n);
 gf_status gf_dist_agree(gf_status local);
 /* 1 when a gf_dist_agree() has failed: all ranks stop together and may finalize normally */
 int gf_dist_failed_together(void);
-/* seconds spent inside MPI calls since the last reset (for bench and speed.tsv) */
+/* seconds spent inside MPI calls so far (for bench and speed.tsv) */
 double gf_dist_comm_seconds(void);
-void gf_dist_comm_reset(void);
 
 #endif

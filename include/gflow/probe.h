@@ -32,9 +32,9 @@ void gf_path_turning_angles(const float *pts, int64_t n, int64_t d, double *thet
 double gf_null_random_angle(const float *s0, const float *s1, int64_t d, gf_rng *rng, float *u, float *v);
 void gf_null_shuffled_angles(const float *steps, int64_t n, int64_t d, gf_rng *rng, int64_t *perm, double *theta);
 
-typedef struct gf_dist { int64_t n; double mean, median, q1, q3; } gf_dist;
+typedef struct gf_quartiles { int64_t n; double mean, median, q1, q3; } gf_quartiles;
 /* Mean, median and quartiles (linear interpolation between order statistics); sorts x in place. */
-void gf_dist_of(double *x, int64_t n, gf_dist *s);
+void gf_quartiles_of(double *x, int64_t n, gf_quartiles *s);
 
 /* PCA of n rows of dimension d (row-major): centres the rows, forms the d×d covariance (BLAS
  * ssyrk) and takes its eigen-decomposition with LAPACK ssyevr. Outputs (each may be NULL):

@@ -51,10 +51,6 @@ typedef struct gf_ids {
 gf_status gf_ids_push(gf_ids *v, int32_t id);
 void gf_ids_free(gf_ids *v);
 
-/* Parse "spm"/"word" and "unigram"/"bpe" (recipe values). */
-gf_status gf_tokenizer_kind_parse(const char *s, gf_tokenizer_kind *out);
-gf_status gf_spm_model_type_parse(const char *s, gf_spm_model_type *out);
-
 /* Open a tokenizer built from the train corpus `train_path` (WikiText-2 train):
  * word builds its vocabulary (~0.3 s); spm loads the cached model for
  * (corpus sha256, model_type, vocab_size) or trains and caches it. When
@@ -64,7 +60,6 @@ gf_status gf_tokenizer_open(gf_tokenizer **out, const gf_tokenizer_opts *opts,
                             const char *train_path);
 void gf_tokenizer_free(gf_tokenizer *tok);
 
-gf_tokenizer_kind gf_tokenizer_kind_of(const gf_tokenizer *tok);
 int64_t gf_tokenizer_vocab_size(const gf_tokenizer *tok);
 /* Id appended after every line of a stream (see top). */
 int32_t gf_tokenizer_eol_id(const gf_tokenizer *tok);

@@ -24,14 +24,6 @@ int gf_dist_launcher_size(void) {
     return getenv("PMIX_RANK") ? 2 : 0; /* PMIx without a size variable: treat as a job */
 }
 
-int gf_dist_enabled(void) {
-#ifdef GF_HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 gf_status gf_dist_init(int *argc, char ***argv) {
     if (g_init) return GF_OK;
     int n = gf_dist_launcher_size();
@@ -93,7 +85,6 @@ int gf_dist_size(void) { return g_size; }
 int gf_dist_local_size(void) { return g_local; }
 double gf_dist_comm_seconds(void) { return g_comm; }
 int gf_dist_failed_together(void) { return g_agreed_failure; }
-void gf_dist_comm_reset(void) { g_comm = 0.0; }
 
 #ifdef GF_HAVE_MPI
 static gf_status mpi_fail(int rc, const char *what, int64_t n) {

@@ -90,13 +90,6 @@ gf_status gf_data_verify(const char *path) {
     return gf_sha256_verify(path, sha);
 }
 
-gf_status gf_dataset_parse(const char *s, gf_dataset *out) {
-    if (!strcmp(s, "wikitext2") || !strcmp(s, "wikitext-2")) *out = GF_DS_WIKITEXT2;
-    else if (!strcmp(s, "snli")) *out = GF_DS_SNLI;
-    else return gf_error_set(GF_E_INVALID, "unknown data set '%s' (expected wikitext2 or snli)", s);
-    return GF_OK;
-}
-
 gf_status gf_split_parse(const char *s, gf_split *out) {
     if (!strcmp(s, "train")) *out = GF_SPLIT_TRAIN;
     else if (!strcmp(s, "valid") || !strcmp(s, "dev") || !strcmp(s, "validation")) *out = GF_SPLIT_VALID;

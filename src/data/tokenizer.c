@@ -45,20 +45,6 @@ void gf_ids_free(gf_ids *v) {
     v->n = v->cap = 0;
 }
 
-gf_status gf_tokenizer_kind_parse(const char *s, gf_tokenizer_kind *out) {
-    if (!strcmp(s, "spm") || !strcmp(s, "sentencepiece")) *out = GF_TOK_SPM;
-    else if (!strcmp(s, "word")) *out = GF_TOK_WORD;
-    else return gf_error_set(GF_E_INVALID, "unknown tokenizer kind '%s' (expected spm or word)", s);
-    return GF_OK;
-}
-
-gf_status gf_spm_model_type_parse(const char *s, gf_spm_model_type *out) {
-    if (!strcmp(s, "unigram")) *out = GF_SPM_UNIGRAM;
-    else if (!strcmp(s, "bpe")) *out = GF_SPM_BPE;
-    else return gf_error_set(GF_E_INVALID, "unknown sentencepiece model_type '%s' (expected unigram or bpe)", s);
-    return GF_OK;
-}
-
 /* ---- word vocabulary ---- */
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -236,8 +222,6 @@ void gf_tokenizer_free(gf_tokenizer *t) {
     free(t->slots);
     free(t);
 }
-
-gf_tokenizer_kind gf_tokenizer_kind_of(const gf_tokenizer *t) { return t->kind; }
 
 int64_t gf_tokenizer_vocab_size(const gf_tokenizer *t) {
     return t->kind == GF_TOK_SPM ? gf_spm_vocab_size(t->spm) : t->n_words;

@@ -288,8 +288,8 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
         const char *names[3] = {"model", "null_random", "null_shuffled"};
         for (int s = 0; s < 3; s++)
             for (int64_t l = 0; l + 1 < N; l++) {
-                gf_dist d;
-                gf_dist_of(s == 0 ? a.ang[l] : s == 1 ? a.rnd[l] : a.shf[l], s == 1 ? a.n_rnd : a.n_tok, &d);
+                gf_quartiles d;
+                gf_quartiles_of(s == 0 ? a.ang[l] : s == 1 ? a.rnd[l] : a.shf[l], s == 1 ? a.n_rnd : a.n_tok, &d);
                 fprintf(f, "%lld\t%s\t%lld\t%.4f\t%.4f\t%.4f\t%.4f\t%.5g\n", (long long)(l + 1), names[s], (long long)d.n,
                         d.mean, d.median, d.q1, d.q3, a.norm_sum[l] / (double)a.n_tok);
                 if (o->log && s == 0)

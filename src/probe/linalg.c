@@ -49,7 +49,7 @@ static double quantile_sorted(const double *x, int64_t n, double q) {
     return x[i] + f * (x[i + 1] - x[i]);
 }
 
-void gf_dist_of(double *x, int64_t n, gf_dist *s) {
+void gf_quartiles_of(double *x, int64_t n, gf_quartiles *s) {
     /* NaNs (zero-length steps) are dropped, not counted */
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) if (!isnan(x[i])) x[m++] = x[i];

@@ -20,37 +20,33 @@
 /* The reference implementation's cap; a larger header means a corrupt size field. */
 #define ST_MAX_HEADER ((uint64_t)100 << 20)
 
-struct gf_st_file {
+struct gf_safetensors_file {
     char *path;
     unsigned char *buf;          /* the whole file, placed so the data section is 8-aligned */
     const unsigned char *data;   /* data section */
     size_t data_size;
-    gf_st_tensor *t;             /* (n) in header order */
+    gf_safetensors_tensor *t;             /* (n) in header order */
     int64_t n;
-    int64_t *by_name;            /* (n) indices sorted by name, for gf_st_find */
+    int64_t *by_name;            /* (n) indices sorted by name, for gf_safetensors_find */
     char **mkeys, **mvals;       /* (n_meta) */
     int64_t n_meta;
 };
 
-const char *gf_st_dtype_name(gf_st_dtype d) { return d == GF_ST_F32 ? "F32" : d == GF_ST_I32 ? "I32" : "?"; }
-const char *gf_st_path(const gf_st_file *f) { return f->path; }
-int64_t gf_st_count(const gf_st_file *f) { return f->n; }
-const gf_st_tensor *gf_st_at(const gf_st_file *f, int64_t i) { return (i >= 0 && i < f->n) ? &f->t[i] : NULL; }
-int64_t gf_st_meta_count(const gf_st_file *f) { return f->n_meta; }
-
-const char *gf_st_meta_at(const gf_st_file *f, int64_t i, const char **val) {
-    if (i < 0 || i >= f->n_meta) return NULL;
-    if (val) *val = f->mvals[i];
-    return f->mkeys[i];
+const char *gf_safetensors_dtype_name(gf_safetensors_dtype d) {
+    return d == GF_SAFETENSORS_F32 ? "F32" : d == GF_SAFETENSORS_I32 ? "I32" : "?";
+}
+int64_t gf_safetensors_count(const gf_safetensors_file *f) { return f->n; }
+const gf_safetensors_tensor *gf_safetensors_at(const gf_safetensors_file *f, int64_t i) {
+    return (i >= 0 && i < f->n) ? &f->t[i] : NULL;
 }
 
-const char *gf_st_meta(const gf_st_file *f, const char *key) {
+const char *gf_safetensors_meta(const gf_safetensors_file *f, const char *key) {
     for (int64_t i = 0; i < f->n_meta; i++)
         if (strcmp(f->mkeys[i], key) == 0) return f->mvals[i];
     return NULL;
 }
 
-void gf_st_free(gf_st_file *f) {
+void gf_safetensors_free(gf_safetensors_file *f) {
     if (!f) return;
     for (int64_t i = 0; i < f->n; i++) free((char *)f->t[i].name);
     for (int64_t i = 0; i < f->n_meta; i++) {
@@ -66,22 +62,22 @@ void gf_st_free(gf_st_file *f) {
     free(f);
 }
 
-static const gf_st_file *sort_ctx; /* qsort has no context argument in C11 */
+static const gf_safetensors_file *sort_ctx; /* qsort has no context argument in C11 */
 static int cmp_name(const void *a, const void *b) {
     return strcmp(sort_ctx->t[*(const int64_t *)a].name, sort_ctx->t[*(const int64_t *)b].name);
 }
 static int cmp_offset(const void *a, const void *b) {
-    const gf_st_tensor *x = &sort_ctx->t[*(const int64_t *)a], *y = &sort_ctx->t[*(const int64_t *)b];
+    const gf_safetensors_tensor *x = &sort_ctx->t[*(const int64_t *)a], *y = &sort_ctx->t[*(const int64_t *)b];
     const unsigned char *px = x->data, *py = y->data;
     if (px != py) return px < py ? -1 : 1;
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-const gf_st_tensor *gf_st_find(const gf_st_file *f, const char *name) {
+const gf_safetensors_tensor *gf_safetensors_find(const gf_safetensors_file *f, const char *name) {
     int64_t lo = 0, hi = f->n - 1;
     while (lo <= hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        const gf_st_tensor *t = &f->t[f->by_name[mid]];
+        const gf_safetensors_tensor *t = &f->t[f->by_name[mid]];
         int c = strcmp(t->name, name);
         if (c == 0) return t;
         if (c < 0) lo = mid + 1;
@@ -107,7 +103,7 @@ static void shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape) {
 }
 
 /* Parse one tensor entry of the header into t (name already set). */
-static gf_status parse_entry(gf_st_file *f, const cJSON *e, gf_st_tensor *t) {
+static gf_status parse_entry(gf_safetensors_file *f, const cJSON *e, gf_safetensors_tensor *t) {
     const char *path = f->path, *name = t->name;
     if (!cJSON_IsObject(e))
         return gf_error_set(GF_E_CORRUPT, "%s: tensor %s: header entry is not a JSON object", path, name);
@@ -119,19 +115,19 @@ static gf_status parse_entry(gf_st_file *f, const cJSON *e, gf_st_tensor *t) {
                             "\"data_offsets\" (arrays)", path, name);
     size_t esize;
     if (strcmp(jd->valuestring, "F32") == 0) {
-        t->dtype = GF_ST_F32;
+        t->dtype = GF_SAFETENSORS_F32;
         esize = 4;
     } else if (strcmp(jd->valuestring, "I32") == 0) {
-        t->dtype = GF_ST_I32;
+        t->dtype = GF_SAFETENSORS_I32;
         esize = 4;
     } else {
         return gf_error_set(GF_E_INVALID, "%s: tensor %s has dtype %s; gflow reads only F32 and I32 "
                             "(convert with numpy/torch first)", path, name, jd->valuestring);
     }
     int nd = cJSON_GetArraySize(js);
-    if (nd > GF_ST_MAX_DIMS)
+    if (nd > GF_SAFETENSORS_MAX_DIMS)
         return gf_error_set(GF_E_INVALID, "%s: tensor %s has %d dimensions (at most %d supported)",
-                            path, name, nd, GF_ST_MAX_DIMS);
+                            path, name, nd, GF_SAFETENSORS_MAX_DIMS);
     t->ndim = nd;
     uint64_t numel = 1;
     int i = 0, overflow = 0;
@@ -167,7 +163,7 @@ static gf_status parse_entry(gf_st_file *f, const cJSON *e, gf_st_tensor *t) {
     return GF_OK;
 }
 
-static gf_status parse_meta(gf_st_file *f, const cJSON *m) {
+static gf_status parse_meta(gf_safetensors_file *f, const cJSON *m) {
     if (cJSON_IsNull(m)) return GF_OK;
     if (!cJSON_IsObject(m))
         return gf_error_set(GF_E_CORRUPT, "%s: __metadata__ must be an object of strings", f->path);
@@ -194,7 +190,7 @@ static gf_status parse_meta(gf_st_file *f, const cJSON *m) {
 }
 
 /* Everything after the JSON: names unique, tensors tile the data section exactly. */
-static gf_status check_layout(gf_st_file *f) {
+static gf_status check_layout(gf_safetensors_file *f) {
     int64_t *ord = malloc((size_t)(f->n ? f->n : 1) * sizeof *ord);
     f->by_name = malloc((size_t)(f->n ? f->n : 1) * sizeof *f->by_name);
     if (!ord || !f->by_name) {
@@ -214,7 +210,7 @@ static gf_status check_layout(gf_st_file *f) {
     /* the spec forbids overlaps and holes (no polyglot files) */
     size_t pos = 0;
     for (int64_t i = 0; i < f->n && s == GF_OK; i++) {
-        const gf_st_tensor *t = &f->t[ord[i]];
+        const gf_safetensors_tensor *t = &f->t[ord[i]];
         size_t b = (size_t)((const unsigned char *)t->data - f->data);
         if (b < pos) {
             s = gf_error_set(GF_E_CORRUPT, "%s: tensor %s (bytes %zu..%zu) overlaps tensor %s",
@@ -232,7 +228,7 @@ static gf_status check_layout(gf_st_file *f) {
     return s;
 }
 
-gf_status gf_st_read(const char *path, gf_st_file **out) {
+gf_status gf_safetensors_read(const char *path, gf_safetensors_file **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -258,7 +254,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
         return gf_error_set(GF_E_CORRUPT, "%s: header size %llu does not fit the file (%zu bytes); "
                             "not a safetensors file or truncated", path, (unsigned long long)hn, size);
     }
-    gf_st_file *f = calloc(1, sizeof *f);
+    gf_safetensors_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         close(fd);
         free(f);
@@ -269,7 +265,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
     f->buf = malloc(size + shift + 1);
     if (!f->buf) {
         close(fd);
-        gf_st_free(f);
+        gf_safetensors_free(f);
         return gf_error_set(GF_E_NOMEM, "%s: out of memory (%zu bytes)", path, size);
     }
     unsigned char *file = f->buf + shift;
@@ -280,7 +276,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
         if (r <= 0) {
             int e = r < 0 ? errno : EIO;
             close(fd);
-            gf_st_free(f);
+            gf_safetensors_free(f);
             return gf_error_set(GF_E_IO, "%s: read failed: %s", path, strerror(e));
         }
         got += (size_t)r;
@@ -297,7 +293,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
         long at = (ep && ep >= hdr && ep <= hdr + hn) ? (long)(ep - hdr) : -1;
         s = gf_error_set(GF_E_PARSE, "%s: header is not valid JSON (near byte %ld of %llu)", path,
                          at, (unsigned long long)hn);
-        gf_st_free(f);
+        gf_safetensors_free(f);
         return s;
     }
     for (const char *q = end; q && q < hdr + hn; q++)
@@ -321,7 +317,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
                 else s = parse_meta(f, e);
                 continue;
             }
-            gf_st_tensor *t = &f->t[f->n];
+            gf_safetensors_tensor *t = &f->t[f->n];
             if (!(t->name = strdup(e->string))) {
                 s = gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
                 break;
@@ -333,7 +329,7 @@ gf_status gf_st_read(const char *path, gf_st_file **out) {
     cJSON_Delete(root);
     if (s == GF_OK) s = check_layout(f);
     if (s != GF_OK) {
-        gf_st_free(f);
+        gf_safetensors_free(f);
         return s;
     }
     *out = f;
@@ -348,8 +344,8 @@ static cJSON *raw_int(uint64_t v) {
     return cJSON_CreateRaw(b); /* exact integers, never %g */
 }
 
-gf_status gf_st_write(const char *path, int64_t n, const char *const names[],
-                      const gf_st_dtype dtypes[], const int32_t ndims[],
+gf_status gf_safetensors_write(const char *path, int64_t n, const char *const names[],
+                      const gf_safetensors_dtype dtypes[], const int32_t ndims[],
                       const int64_t *const shapes[], const void *const datas[], int64_t n_meta,
                       const char *const meta_keys[], const char *const meta_vals[]) {
     size_t *sizes = calloc((size_t)(n ? n : 1), sizeof *sizes);
@@ -381,14 +377,15 @@ gf_status gf_st_write(const char *path, int64_t n, const char *const names[],
                              names[i] ? names[i] : "(null)");
             goto done;
         }
-        if (ndims[i] < 0 || ndims[i] > GF_ST_MAX_DIMS || (dtypes[i] != GF_ST_F32 && dtypes[i] != GF_ST_I32)) {
+        if (ndims[i] < 0 || ndims[i] > GF_SAFETENSORS_MAX_DIMS ||
+            (dtypes[i] != GF_SAFETENSORS_F32 && dtypes[i] != GF_SAFETENSORS_I32)) {
             s = gf_error_set(GF_E_INVALID, "%s: tensor %s: bad ndim %d or dtype", path, names[i], ndims[i]);
             goto done;
         }
         uint64_t numel = 1;
         cJSON *e = cJSON_AddObjectToObject(root, names[i]);
         cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
-        int ok = e && sh && cJSON_AddStringToObject(e, "dtype", gf_st_dtype_name(dtypes[i]));
+        int ok = e && sh && cJSON_AddStringToObject(e, "dtype", gf_safetensors_dtype_name(dtypes[i]));
         for (int32_t d = 0; ok && d < ndims[i]; d++) {
             if (shapes[i][d] < 0) {
                 s = gf_error_set(GF_E_INVALID, "%s: tensor %s: negative dimension", path, names[i]);
@@ -437,10 +434,10 @@ done:
 
 /* ---------------------------------------------------------------- parameter blocks */
 
-gf_status gf_st_load_params_into(const gf_st_file *f, const gf_params *p, const char *prefix,
+gf_status gf_safetensors_load_params_into(const gf_safetensors_file *f, const gf_params *p, const char *prefix,
                                  float *dst) {
     if (!prefix) prefix = "";
-    const gf_st_tensor **src = malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *src);
+    const gf_safetensors_tensor **src = malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *src);
     if (!src) return gf_error_set(GF_E_NOMEM, "%s: out of memory", f->path);
     char name[512];
     /* check all, then copy: a failed load leaves dst untouched */
@@ -449,14 +446,14 @@ gf_status gf_st_load_params_into(const gf_st_file *f, const gf_params *p, const 
         snprintf(name, sizeof name, "%s%s", prefix, it->name);
         char want[160], have[160];
         shape_str(want, sizeof want, it->t.ndim, it->t.shape);
-        const gf_st_tensor *t = gf_st_find(f, name);
+        const gf_safetensors_tensor *t = gf_safetensors_find(f, name);
         gf_status s = GF_OK;
         if (!t) {
             s = gf_error_set(GF_E_NOTFOUND, "%s: tensor %s not found (model expects %s)", f->path,
                              name, want);
-        } else if (t->dtype != GF_ST_F32) {
+        } else if (t->dtype != GF_SAFETENSORS_F32) {
             s = gf_error_set(GF_E_INVALID, "%s: tensor %s has dtype %s, model expects F32", f->path,
-                             name, gf_st_dtype_name(t->dtype));
+                             name, gf_safetensors_dtype_name(t->dtype));
         } else {
             int same = t->ndim == it->t.ndim;
             for (int32_t d = 0; same && d < t->ndim; d++) same = t->shape[d] == it->t.shape[d];
@@ -478,17 +475,17 @@ gf_status gf_st_load_params_into(const gf_st_file *f, const gf_params *p, const 
     return GF_OK;
 }
 
-gf_status gf_st_load_params(const gf_st_file *f, gf_params *p, const char *prefix) {
-    GF_ASSERT(p->allocated, "gf_st_load_params: parameter block not allocated");
-    return gf_st_load_params_into(f, p, prefix, p->data);
+gf_status gf_safetensors_load_params(const gf_safetensors_file *f, gf_params *p, const char *prefix) {
+    GF_ASSERT(p->allocated, "gf_safetensors_load_params: parameter block not allocated");
+    return gf_safetensors_load_params_into(f, p, prefix, p->data);
 }
 
-gf_status gf_st_save_params(const char *path, const gf_params *p, int64_t n_meta,
+gf_status gf_safetensors_save_params(const char *path, const gf_params *p, int64_t n_meta,
                             const char *const meta_keys[], const char *const meta_vals[]) {
-    GF_ASSERT(p->allocated, "gf_st_save_params(%s): parameter block not allocated", path);
+    GF_ASSERT(p->allocated, "gf_safetensors_save_params(%s): parameter block not allocated", path);
     size_t k = (size_t)(p->n_items ? p->n_items : 1);
     const char **names = malloc(k * sizeof *names);
-    gf_st_dtype *dt = malloc(k * sizeof *dt);
+    gf_safetensors_dtype *dt = malloc(k * sizeof *dt);
     int32_t *nd = malloc(k * sizeof *nd);
     const int64_t **sh = malloc(k * sizeof *sh);
     const void **da = malloc(k * sizeof *da);
@@ -499,12 +496,12 @@ gf_status gf_st_save_params(const char *path, const gf_params *p, int64_t n_meta
         for (int64_t i = 0; i < p->n_items; i++) {
             const gf_param *it = p->items[i];
             names[i] = it->name;
-            dt[i] = GF_ST_F32;
+            dt[i] = GF_SAFETENSORS_F32;
             nd[i] = it->t.ndim;
             sh[i] = it->t.shape;
             da[i] = it->t.data;
         }
-        s = gf_st_write(path, p->n_items, names, dt, nd, sh, da, n_meta, meta_keys, meta_vals);
+        s = gf_safetensors_write(path, p->n_items, names, dt, nd, sh, da, n_meta, meta_keys, meta_vals);
     }
     free(names);
     free(dt);

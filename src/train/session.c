@@ -356,7 +356,7 @@ gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path) {
     snprintf(vocab, sizeof vocab, "%lld", (long long)lm->cfg.vocab);
     const char *keys[5] = {"format", "family", "block", "vocab", "recipe"};
     const char *vals[5] = {"gflow-lm-1", gf_family_name(lm->cfg.family), gf_block_name(lm->cfg.block), vocab, text};
-    gf_status st = gf_st_save_params(path, &lm->params, 5, keys, vals);
+    gf_status st = gf_safetensors_save_params(path, &lm->params, 5, keys, vals);
     free(text);
     return st;
 }

@@ -21,20 +21,20 @@
 #define GF_SOURCE_ROOT "."
 #endif
 
-static int64_t meta_i(const gf_st_file *f, const char *k) {
-    const char *v = gf_st_meta(f, k);
+static int64_t meta_i(const gf_safetensors_file *f, const char *k) {
+    const char *v = gf_safetensors_meta(f, k);
     return v ? strtoll(v, NULL, 10) : -1;
 }
-static double meta_f(const gf_st_file *f, const char *k) {
-    const char *v = gf_st_meta(f, k);
+static double meta_f(const gf_safetensors_file *f, const char *k) {
+    const char *v = gf_safetensors_meta(f, k);
     return v ? strtod(v, NULL) : -1;
 }
-static int meta_b(const gf_st_file *f, const char *k) {
-    const char *v = gf_st_meta(f, k);
+static int meta_b(const gf_safetensors_file *f, const char *k) {
+    const char *v = gf_safetensors_meta(f, k);
     return v && !strcmp(v, "true");
 }
-static int32_t meta_list(const gf_st_file *f, const char *k, int64_t *out, int32_t cap) {
-    const char *v = gf_st_meta(f, k);
+static int32_t meta_list(const gf_safetensors_file *f, const char *k, int64_t *out, int32_t cap) {
+    const char *v = gf_safetensors_meta(f, k);
     int32_t n = 0;
     while (v && *v && n < cap) {
         char *end;
@@ -45,10 +45,10 @@ static int32_t meta_list(const gf_st_file *f, const char *k, int64_t *out, int32
     return n;
 }
 
-static void cfg_from_meta(const gf_st_file *f, gf_model_cfg *c) {
+static void cfg_from_meta(const gf_safetensors_file *f, gf_model_cfg *c) {
     gf_model_cfg_default(c);
-    c->family = !strcmp(gf_st_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
-    c->block = !strcmp(gf_st_meta(f, "block"), "pre_ln") ? GF_BLOCK_PRE_LN : GF_BLOCK_POST_LN;
+    c->family = !strcmp(gf_safetensors_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
+    c->block = !strcmp(gf_safetensors_meta(f, "block"), "pre_ln") ? GF_BLOCK_PRE_LN : GF_BLOCK_POST_LN;
     c->vocab = meta_i(f, "V");
     c->d_model = meta_i(f, "d");
     c->r = meta_i(f, "r");
@@ -69,18 +69,18 @@ static void cfg_from_meta(const gf_st_file *f, gf_model_cfg *c) {
 static void run_fixture(const char *variant) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
-    gf_st_file *f = NULL;
-    GF_REQUIRE_OK(gf_st_read(path, &f));
+    gf_safetensors_file *f = NULL;
+    GF_REQUIRE_OK(gf_safetensors_read(path, &f));
     gf_model_cfg c;
     cfg_from_meta(f, &c);
     gf_lm m;
     GF_REQUIRE_OK(gf_lm_init(&m, &c));
     GF_CHECK(m.params.n == meta_i(f, "n_params"), "%s: %lld params, reference %lld", variant,
              (long long)m.params.n, (long long)meta_i(f, "n_params"));
-    GF_REQUIRE_OK(gf_st_load_params(f, &m.params, ""));
-    const gf_st_tensor *tok = gf_st_find(f, "input.tokens"), *lg = gf_st_find(f, "out.logits"),
-                       *ls = gf_st_find(f, "out.loss");
-    GF_REQUIRE(tok && lg && ls && tok->dtype == GF_ST_I32, "fixture tensors");
+    GF_REQUIRE_OK(gf_safetensors_load_params(f, &m.params, ""));
+    const gf_safetensors_tensor *tok = gf_safetensors_find(f, "input.tokens"), *lg = gf_safetensors_find(f, "out.logits"),
+                       *ls = gf_safetensors_find(f, "out.loss");
+    GF_REQUIRE(tok && lg && ls && tok->dtype == GF_SAFETENSORS_I32, "fixture tensors");
     int64_t B = tok->shape[0], L = tok->shape[1] - 1;
 
     gf_ctx ctx;
@@ -110,7 +110,7 @@ static void run_fixture(const char *variant) {
     GF_CHECK_NEAR(got_loss, ref_loss, 0, 1e-5);
 
     float *ref_grad = malloc((size_t)m.params.n * sizeof(float));
-    GF_REQUIRE_OK(gf_st_load_params_into(f, &m.params, "grad.", ref_grad));
+    GF_REQUIRE_OK(gf_safetensors_load_params_into(f, &m.params, "grad.", ref_grad));
     double worst_grad = 0;
     for (int64_t i = 0; i < m.params.n_items; i++) {
         gf_param *p = m.params.items[i];
@@ -124,7 +124,7 @@ static void run_fixture(const char *variant) {
     }
 
     /* 6 AdamW steps on the same batch: zero_grad, backward, clip 1.0, AdamW(1e-2, wd 0.1 on everything) */
-    const gf_st_tensor *al = gf_st_find(f, "adamw.losses"), *an = gf_st_find(f, "adamw.gnorm");
+    const gf_safetensors_tensor *al = gf_safetensors_find(f, "adamw.losses"), *an = gf_safetensors_find(f, "adamw.gnorm");
     GF_REQUIRE(al && an, "adamw tensors");
     gf_adamw_cfg oc;
     gf_adamw_cfg_default(&oc);
@@ -153,7 +153,7 @@ static void run_fixture(const char *variant) {
     free(ref_grad);
     gf_ctx_free(&ctx);
     gf_lm_free(&m);
-    gf_st_free(f);
+    gf_safetensors_free(f);
 }
 
 GF_TEST(golden, grassmann_post_A) { run_fixture("grassmann_post_A"); }

@@ -23,17 +23,17 @@
 #define GF_SOURCE_ROOT "."
 #endif
 
-static int64_t meta_i(const gf_st_file *f, const char *k) {
-    const char *v = gf_st_meta(f, k);
+static int64_t meta_i(const gf_safetensors_file *f, const char *k) {
+    const char *v = gf_safetensors_meta(f, k);
     return v ? strtoll(v, NULL, 10) : -1;
 }
-static double meta_f(const gf_st_file *f, const char *k) {
-    const char *v = gf_st_meta(f, k);
+static double meta_f(const gf_safetensors_file *f, const char *k) {
+    const char *v = gf_safetensors_meta(f, k);
     return v ? strtod(v, NULL) : -1;
 }
 
-static void cfg_from_meta(const gf_st_file *f, gf_nli_cfg *c) {
-    gf_family fam = !strcmp(gf_st_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
+static void cfg_from_meta(const gf_safetensors_file *f, gf_nli_cfg *c) {
+    gf_family fam = !strcmp(gf_safetensors_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
     gf_nli_cfg_default(c, fam);
     c->vocab = meta_i(f, "V");
     c->d_model = meta_i(f, "d");
@@ -48,27 +48,27 @@ static void cfg_from_meta(const gf_st_file *f, gf_nli_cfg *c) {
     c->classifier_hidden = meta_i(f, "classifier_hidden");
     c->eps = (float)meta_f(f, "eps");
     c->ln_eps = (float)meta_f(f, "ln_eps");
-    c->normalize = !strcmp(gf_st_meta(f, "normalize"), "true");
+    c->normalize = !strcmp(gf_safetensors_meta(f, "normalize"), "true");
     c->dropout = 0.0f;
 }
 
 static void run_fixture(const char *variant) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
-    gf_st_file *f = NULL;
-    GF_REQUIRE_OK(gf_st_read(path, &f));
+    gf_safetensors_file *f = NULL;
+    GF_REQUIRE_OK(gf_safetensors_read(path, &f));
     gf_nli_cfg c;
     cfg_from_meta(f, &c);
     gf_nli m;
     GF_REQUIRE_OK(gf_nli_init(&m, &c));
     GF_CHECK(m.params.n == meta_i(f, "n_params"), "%s: %lld params, reference %lld", variant, (long long)m.params.n,
              (long long)meta_i(f, "n_params"));
-    GF_REQUIRE_OK(gf_st_load_params(f, &m.params, ""));
-    const gf_st_tensor *tp = gf_st_find(f, "input.prem"), *th = gf_st_find(f, "input.hyp"),
-                       *mp = gf_st_find(f, "input.prem_mask"), *mh = gf_st_find(f, "input.hyp_mask"),
-                       *tl = gf_st_find(f, "input.labels"), *lg = gf_st_find(f, "out.logits"),
-                       *ls = gf_st_find(f, "out.loss");
-    GF_REQUIRE(tp && th && mp && mh && tl && lg && ls && tp->dtype == GF_ST_I32 && tl->dtype == GF_ST_I32,
+    GF_REQUIRE_OK(gf_safetensors_load_params(f, &m.params, ""));
+    const gf_safetensors_tensor *tp = gf_safetensors_find(f, "input.prem"), *th = gf_safetensors_find(f, "input.hyp"),
+                       *mp = gf_safetensors_find(f, "input.prem_mask"), *mh = gf_safetensors_find(f, "input.hyp_mask"),
+                       *tl = gf_safetensors_find(f, "input.labels"), *lg = gf_safetensors_find(f, "out.logits"),
+                       *ls = gf_safetensors_find(f, "out.loss");
+    GF_REQUIRE(tp && th && mp && mh && tl && lg && ls && tp->dtype == GF_SAFETENSORS_I32 && tl->dtype == GF_SAFETENSORS_I32,
                "fixture tensors");
     int64_t B = tp->shape[0], Ls = tp->shape[1];
     const int32_t *prem = tp->data, *hyp = th->data, *lab = tl->data;
@@ -108,7 +108,7 @@ static void run_fixture(const char *variant) {
     GF_CHECK_NEAR(out.nll_sum / (double)out.n_counted, ref_loss, 0, 1e-5);
 
     float *ref_grad = malloc((size_t)m.params.n * sizeof(float));
-    GF_REQUIRE_OK(gf_st_load_params_into(f, &m.params, "grad.", ref_grad));
+    GF_REQUIRE_OK(gf_safetensors_load_params_into(f, &m.params, "grad.", ref_grad));
     double worst_grad = 0;
     for (int64_t i = 0; i < m.params.n_items; i++) {
         gf_param *p = m.params.items[i];
@@ -120,7 +120,7 @@ static void run_fixture(const char *variant) {
         GF_CHECK(md <= 1e-4 * mx + 1e-7, "%s: grad %s max |diff| %.3g vs max |ref| %.3g", variant, p->name, md, mx);
     }
 
-    const gf_st_tensor *al = gf_st_find(f, "adamw.losses"), *an = gf_st_find(f, "adamw.gnorm");
+    const gf_safetensors_tensor *al = gf_safetensors_find(f, "adamw.losses"), *an = gf_safetensors_find(f, "adamw.gnorm");
     GF_REQUIRE(al && an, "adamw tensors");
     gf_adamw_cfg oc;
     gf_adamw_cfg_default(&oc);
@@ -149,7 +149,7 @@ static void run_fixture(const char *variant) {
     free(ref_grad);
     gf_ctx_free(&ctx);
     gf_nli_free(&m);
-    gf_st_free(f);
+    gf_safetensors_free(f);
 }
 
 GF_TEST(golden, nli_grassmann) { run_fixture("nli_grassmann"); }

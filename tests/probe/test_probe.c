@@ -34,14 +34,14 @@ GF_TEST(unit, probe_turning_angle_hand_path) {
 
 GF_TEST(unit, probe_dist_quartiles) {
     double x[9] = {9, 1, 8, 2, 7, 3, 6, 4, 5}, y[3] = {NAN, 2, 4};
-    gf_dist d;
-    gf_dist_of(x, 9, &d);
+    gf_quartiles d;
+    gf_quartiles_of(x, 9, &d);
     GF_CHECK(d.n == 9, "n %lld", (long long)d.n);
     GF_CHECK_NEAR(d.mean, 5.0, 1e-12, 0);
     GF_CHECK_NEAR(d.median, 5.0, 1e-12, 0);
     GF_CHECK_NEAR(d.q1, 3.0, 1e-12, 0);
     GF_CHECK_NEAR(d.q3, 7.0, 1e-12, 0);
-    gf_dist_of(y, 3, &d); /* NaNs dropped */
+    gf_quartiles_of(y, 3, &d); /* NaNs dropped */
     GF_CHECK(d.n == 2, "n %lld", (long long)d.n);
     GF_CHECK_NEAR(d.median, 3.0, 1e-12, 0);
 }
@@ -55,14 +55,14 @@ GF_TEST(unit, probe_null_models_expected_values) {
     /* random directions in high dimension: ~90° with spread 57.3°/√D (IQR = 1.349 σ ≈ 4.83°) */
     static double a[S];
     for (int k = 0; k < S; k++) a[k] = gf_null_random_angle(s0, s1, D, &rng, u, v);
-    gf_dist d;
-    gf_dist_of(a, S, &d);
+    gf_quartiles d;
+    gf_quartiles_of(a, S, &d);
     GF_CHECK_NEAR(d.mean, 90.0, 0.3, 0);
     GF_CHECK_NEAR(d.median, 90.0, 0.4, 0);
     GF_CHECK_NEAR(d.q3 - d.q1, 1.349 * 57.29578 / 16.0, 0.5, 0);
     /* in 2-D the angle between random directions is uniform on [0, 180]: IQR 90° */
     for (int k = 0; k < S; k++) a[k] = gf_null_random_angle(s0, s1, 2, &rng, u, v);
-    gf_dist_of(a, S, &d);
+    gf_quartiles_of(a, S, &d);
     GF_CHECK_NEAR(d.mean, 90.0, 3.0, 0);
     GF_CHECK_NEAR(d.q3 - d.q1, 90.0, 6.0, 0);
     /* shuffled null of a zig-zag path (steps +e, −e, +e, −e, +e, −e): the model turns 180° at every

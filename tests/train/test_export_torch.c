@@ -50,12 +50,12 @@ static void check_family(const char *family, const char *block, const char *extr
     int32_t tok[24];
     for (int b = 0; b < 2; b++) memcpy(tok + b * 12, win + b * 13, 12 * sizeof(int32_t));
     const char *names[2] = {"check.tokens", "check.logits"};
-    gf_st_dtype dt[2] = {GF_ST_I32, GF_ST_F32};
+    gf_safetensors_dtype dt[2] = {GF_SAFETENSORS_I32, GF_SAFETENSORS_F32};
     int32_t nd[2] = {2, 3};
     int64_t s0[2] = {2, 12}, s1[3] = {2, 12, 53};
     const int64_t *shapes[2] = {s0, s1};
     const void *datas[2] = {tok, out.logits->data};
-    GF_REQUIRE_OK(gf_st_write(check, 2, names, dt, nd, shapes, datas, 0, NULL, NULL));
+    GF_REQUIRE_OK(gf_safetensors_write(check, 2, names, dt, nd, shapes, datas, 0, NULL, NULL));
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/load_gflow.py %s --check %s", GF_SOURCE_ROOT, model, check);
     int rc = system(cmd);
     GF_CHECK(rc == 0, "%s %s: PyTorch logits from the exported weights differ (rc %d)", family, block, rc);

@@ -21,11 +21,11 @@ static int starts_with(const char *s, const char *p) { return strncmp(s, p, strl
 
 /* Declare a parameter for every model tensor in a fixture (skipping inputs, outputs,
  * gradients); `resize`, when set, gives that tensor a different first dimension. */
-static void params_from_fixture(gf_params *p, const gf_st_file *f, const char *resize,
+static void params_from_fixture(gf_params *p, const gf_safetensors_file *f, const char *resize,
                                 int64_t new_dim0, const char *extra) {
     gf_params_init(p);
-    for (int64_t i = 0; i < gf_st_count(f); i++) {
-        const gf_st_tensor *t = gf_st_at(f, i);
+    for (int64_t i = 0; i < gf_safetensors_count(f); i++) {
+        const gf_safetensors_tensor *t = gf_safetensors_at(f, i);
         if (starts_with(t->name, "grad.") || starts_with(t->name, "input.") ||
             starts_with(t->name, "out.") || starts_with(t->name, "adamw."))
             continue;
@@ -45,20 +45,20 @@ GF_TEST(unit, st_golden_fixtures_load) {
         "transformer_post", "transformer_pre"};
     char path[1024];
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        gf_st_file *f = NULL;
-        GF_CHECK_OK(gf_st_read(fixture_path(path, sizeof path, variants[v]), &f));
+        gf_safetensors_file *f = NULL;
+        GF_CHECK_OK(gf_safetensors_read(fixture_path(path, sizeof path, variants[v]), &f));
         if (!f) continue;
-        const gf_st_tensor *loss = gf_st_find(f, "out.loss");
-        GF_CHECK(loss && loss->dtype == GF_ST_F32 && loss->ndim == 1 && loss->shape[0] == 1, "%s: out.loss",
+        const gf_safetensors_tensor *loss = gf_safetensors_find(f, "out.loss");
+        GF_CHECK(loss && loss->dtype == GF_SAFETENSORS_F32 && loss->ndim == 1 && loss->shape[0] == 1, "%s: out.loss",
                  variants[v]);
         if (loss) {
             float l = ((const float *)loss->data)[0];
             GF_CHECK(isfinite(l) && l > 0.5f && l < 10.0f, "%s: loss %g", variants[v], l);
         }
-        const gf_st_tensor *tok = gf_st_find(f, "input.tokens");
-        GF_CHECK(tok && tok->dtype == GF_ST_I32 && tok->ndim == 2 && tok->shape[0] == 2 &&
+        const gf_safetensors_tensor *tok = gf_safetensors_find(f, "input.tokens");
+        GF_CHECK(tok && tok->dtype == GF_SAFETENSORS_I32 && tok->ndim == 2 && tok->shape[0] == 2 &&
                  tok->shape[1] == 13, "%s: input.tokens is I32 (2, 13)", variants[v]);
-        const char *V = gf_st_meta(f, "V");
+        const char *V = gf_safetensors_meta(f, "V");
         GF_CHECK(V && strcmp(V, "61") == 0, "%s: meta V = %s", variants[v], V ? V : "(null)");
         if (tok && V) {
             const int32_t *ids = tok->data;
@@ -66,28 +66,28 @@ GF_TEST(unit, st_golden_fixtures_load) {
             for (int64_t i = 0; i < tok->numel; i++) ok &= ids[i] >= 0 && ids[i] < 61;
             GF_CHECK(ok, "%s: token ids in [0, V)", variants[v]);
         }
-        GF_CHECK(gf_st_find(f, "no.such.tensor") == NULL, "find of an absent name");
-        GF_CHECK(gf_st_meta(f, "no_such_key") == NULL, "absent meta key");
-        gf_st_free(f);
+        GF_CHECK(gf_safetensors_find(f, "no.such.tensor") == NULL, "find of an absent name");
+        GF_CHECK(gf_safetensors_meta(f, "no_such_key") == NULL, "absent meta key");
+        gf_safetensors_free(f);
     }
 }
 
 GF_TEST(unit, st_load_params_from_fixture) {
     char path[1024];
-    gf_st_file *f = NULL;
-    GF_REQUIRE_OK(gf_st_read(fixture_path(path, sizeof path, "grassmann_post_A"), &f));
+    gf_safetensors_file *f = NULL;
+    GF_REQUIRE_OK(gf_safetensors_read(fixture_path(path, sizeof path, "grassmann_post_A"), &f));
     gf_params p;
     params_from_fixture(&p, f, NULL, 0, NULL);
     GF_CHECK(p.n == 7356, "fixture n_params 7356, block has %lld", (long long)p.n);
-    GF_REQUIRE_OK(gf_st_load_params(f, &p, ""));
+    GF_REQUIRE_OK(gf_safetensors_load_params(f, &p, ""));
     float *g = malloc((size_t)p.n * sizeof *g); // (n)
-    GF_REQUIRE_OK(gf_st_load_params_into(f, &p, "grad.", g));
+    GF_REQUIRE_OK(gf_safetensors_load_params_into(f, &p, "grad.", g));
     int ok_w = 1, ok_g = 1;
     for (int64_t i = 0; i < p.n_items; i++) {
         const gf_param *it = p.items[i];
         char gname[128];
         snprintf(gname, sizeof gname, "grad.%s", it->name);
-        const gf_st_tensor *t = gf_st_find(f, it->name), *gt = gf_st_find(f, gname);
+        const gf_safetensors_tensor *t = gf_safetensors_find(f, it->name), *gt = gf_safetensors_find(f, gname);
         ok_w &= t && !memcmp(p.data + it->offset, t->data, t->nbytes);
         ok_g &= gt && !memcmp(g + it->offset, gt->data, gt->nbytes);
     }
@@ -98,7 +98,7 @@ GF_TEST(unit, st_load_params_from_fixture) {
     gf_params q;
     params_from_fixture(&q, f, "blocks.0.mix.w_red.weight", 8, NULL);
     for (int64_t i = 0; i < q.n; i++) q.data[i] = 7.0f;
-    GF_CHECK_ERR(gf_st_load_params(f, &q, ""), GF_E_INVALID,
+    GF_CHECK_ERR(gf_safetensors_load_params(f, &q, ""), GF_E_INVALID,
                  "grassmann_post_A.safetensors: tensor blocks.0.mix.w_red.weight has shape [6, 16], "
                  "model expects [8, 16]");
     int untouched = 1;
@@ -106,13 +106,13 @@ GF_TEST(unit, st_load_params_from_fixture) {
     GF_CHECK(untouched, "failed load leaves the block untouched");
     gf_params x;
     params_from_fixture(&x, f, NULL, 0, "blocks.9.extra.bias");
-    GF_CHECK_ERR(gf_st_load_params(f, &x, ""), GF_E_NOTFOUND, "tensor blocks.9.extra.bias not found");
-    GF_CHECK_ERR(gf_st_load_params(f, &p, "nope."), GF_E_NOTFOUND, "nope.");
+    GF_CHECK_ERR(gf_safetensors_load_params(f, &x, ""), GF_E_NOTFOUND, "tensor blocks.9.extra.bias not found");
+    GF_CHECK_ERR(gf_safetensors_load_params(f, &p, "nope."), GF_E_NOTFOUND, "nope.");
     free(g);
     gf_params_free(&p);
     gf_params_free(&q);
     gf_params_free(&x);
-    gf_st_free(f);
+    gf_safetensors_free(f);
 }
 
 GF_TEST(unit, st_export_roundtrip) {
@@ -127,7 +127,7 @@ GF_TEST(unit, st_export_roundtrip) {
     GF_REQUIRE_OK(gf_params_alloc(&p));
     for (int64_t i = 0; i < p.n; i++) p.data[i] = (float)i * 0.37f - 2.0f;
     const char *keys[] = {"family", "note"}, *vals[] = {"grassmann", "quote \" and\nnewline"};
-    GF_REQUIRE_OK(gf_st_save_params(path, &p, 2, keys, vals));
+    GF_REQUIRE_OK(gf_safetensors_save_params(path, &p, 2, keys, vals));
     struct stat st;
     GF_CHECK(stat(tmp, &st) != 0, "no tmp file left");
     FILE *fp = fopen(path, "rb");
@@ -139,13 +139,13 @@ GF_TEST(unit, st_export_roundtrip) {
     int padded = hn % 8 == 0;
     GF_CHECK(padded, "header padded to a multiple of 8 (%llu)", (unsigned long long)hn);
 
-    gf_st_file *f = NULL;
-    GF_REQUIRE_OK(gf_st_read(path, &f));
-    GF_CHECK(gf_st_count(f) == 3, "3 tensors");
-    for (int64_t i = 0; i < gf_st_count(f) && i < p.n_items; i++)
-        GF_CHECK(strcmp(gf_st_at(f, i)->name, p.items[i]->name) == 0, "block order at %lld", (long long)i);
-    GF_CHECK(gf_st_meta(f, "note") && strcmp(gf_st_meta(f, "note"), vals[1]) == 0, "escaped metadata");
-    const gf_st_tensor *b = gf_st_find(f, "b.weight");
+    gf_safetensors_file *f = NULL;
+    GF_REQUIRE_OK(gf_safetensors_read(path, &f));
+    GF_CHECK(gf_safetensors_count(f) == 3, "3 tensors");
+    for (int64_t i = 0; i < gf_safetensors_count(f) && i < p.n_items; i++)
+        GF_CHECK(strcmp(gf_safetensors_at(f, i)->name, p.items[i]->name) == 0, "block order at %lld", (long long)i);
+    GF_CHECK(gf_safetensors_meta(f, "note") && strcmp(gf_safetensors_meta(f, "note"), vals[1]) == 0, "escaped metadata");
+    const gf_safetensors_tensor *b = gf_safetensors_find(f, "b.weight");
     int b_ok = b && b->ndim == 3 && b->shape[2] == 4 && ((uintptr_t)b->data % 4) == 0;
     GF_CHECK(b_ok, "b.weight");
     gf_params q;
@@ -154,9 +154,9 @@ GF_TEST(unit, st_export_roundtrip) {
     gf_params_add(&q, "a.bias", GF_PK_BIAS, 1, (int64_t[]){7});
     gf_params_add(&q, "b.weight", GF_PK_WEIGHT, 3, (int64_t[]){2, 3, 4});
     GF_REQUIRE_OK(gf_params_alloc(&q));
-    GF_REQUIRE_OK(gf_st_load_params(f, &q, ""));
+    GF_REQUIRE_OK(gf_safetensors_load_params(f, &q, ""));
     GF_CHECK(!memcmp(p.data, q.data, (size_t)p.n * sizeof(float)), "export -> load is bit-exact");
-    gf_st_free(f);
+    gf_safetensors_free(f);
     gf_params_free(&p);
     gf_params_free(&q);
 }
@@ -184,13 +184,13 @@ GF_TEST(unit, st_python_roundtrip) {
     for (int i = 0; i < 1000; i++) big[i] = (float)(i % 97) / 8.0f - 6.0f;
     for (int i = 0; i < 10; i++) tok[i] = i * 7 - 3;
     const char *names[] = {"w", "tok", "s", "big"};
-    gf_st_dtype dt[] = {GF_ST_F32, GF_ST_I32, GF_ST_F32, GF_ST_F32};
+    gf_safetensors_dtype dt[] = {GF_SAFETENSORS_F32, GF_SAFETENSORS_I32, GF_SAFETENSORS_F32, GF_SAFETENSORS_F32};
     int32_t nd[] = {2, 2, 0, 1};
     const int64_t sw[] = {3, 4}, stok[] = {2, 5}, sbig[] = {1000};
     const int64_t *shapes[] = {sw, stok, NULL, sbig};
     const void *datas[] = {w, tok, &sc, big};
     const char *mk[] = {"recipe", "unicode"}, *mv[] = {"a = 1\nb = \"x\"", "Pl\xc3\xbc" "cker"};
-    GF_REQUIRE_OK(gf_st_write(c2py, 4, names, dt, nd, shapes, datas, 2, mk, mv));
+    GF_REQUIRE_OK(gf_safetensors_write(c2py, 4, names, dt, nd, shapes, datas, 2, mk, mv));
 
     FILE *fp = fopen(script, "w");
     GF_REQUIRE(fp, "write script");
@@ -227,18 +227,18 @@ GF_TEST(unit, st_python_roundtrip) {
         GF_CHECK(rc == 0, "python load() disagrees with the C writer (rc %d):\n%s", rc, buf);
         return;
     }
-    gf_st_file *f = NULL;
-    GF_REQUIRE_OK(gf_st_read(py2c, &f));
-    const gf_st_tensor *x = gf_st_find(f, "x"), *i = gf_st_find(f, "i");
+    gf_safetensors_file *f = NULL;
+    GF_REQUIRE_OK(gf_safetensors_read(py2c, &f));
+    const gf_safetensors_tensor *x = gf_safetensors_find(f, "x"), *i = gf_safetensors_find(f, "i");
     GF_REQUIRE(x && i, "both tensors present");
-    GF_CHECK(x->dtype == GF_ST_F32 && x->ndim == 2 && x->shape[0] == 2 && x->shape[1] == 3, "x shape");
+    GF_CHECK(x->dtype == GF_SAFETENSORS_F32 && x->ndim == 2 && x->shape[0] == 2 && x->shape[1] == 3, "x shape");
     int ok = 1;
     for (int k = 0; k < 6; k++) ok &= ((const float *)x->data)[k] == (float)k / 4.0f;
     GF_CHECK(ok, "x values");
-    GF_CHECK(i->dtype == GF_ST_I32 && i->numel == 2 && ((const int32_t *)i->data)[0] == -1 &&
+    GF_CHECK(i->dtype == GF_SAFETENSORS_I32 && i->numel == 2 && ((const int32_t *)i->data)[0] == -1 &&
              ((const int32_t *)i->data)[1] == 2, "i values");
-    GF_CHECK(gf_st_meta(f, "k") && !strcmp(gf_st_meta(f, "k"), "v"), "metadata from python");
-    gf_st_free(f);
+    GF_CHECK(gf_safetensors_meta(f, "k") && !strcmp(gf_safetensors_meta(f, "k"), "v"), "metadata from python");
+    gf_safetensors_free(f);
 }
 
 /* Write "size + json + data" verbatim (no padding), for malformed-file cases. */
@@ -283,41 +283,41 @@ GF_TEST(unit, st_rejects_malformed) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_raw(path, strlen(cases[i].json), cases[i].json, zeros, cases[i].data_bytes);
-        gf_st_file *f = (gf_st_file *)0x1;
-        gf_status s = gf_st_read(path, &f);
+        gf_safetensors_file *f = (gf_safetensors_file *)0x1;
+        gf_status s = gf_safetensors_read(path, &f);
         const char *e = gf_last_error();
         GF_CHECK(s == cases[i].code && f == NULL && strstr(e, path) && strstr(e, cases[i].needle1) &&
                  (!cases[i].needle2 || strstr(e, cases[i].needle2)),
                  "case %zu (%s): got %s '%s', expected %s with '%s'", i, cases[i].json, gf_status_name(s),
                  e, gf_status_name(cases[i].code), cases[i].needle1);
-        if (s == GF_OK) gf_st_free(f);
+        if (s == GF_OK) gf_safetensors_free(f);
     }
     /* header size beyond the file; a file too short for the size field; a missing file */
     write_raw(path, 1000, "{}", NULL, 0);
-    gf_st_file *f = NULL;
-    GF_CHECK_ERR(gf_st_read(path, &f), GF_E_CORRUPT, "header size 1000");
+    gf_safetensors_file *f = NULL;
+    GF_CHECK_ERR(gf_safetensors_read(path, &f), GF_E_CORRUPT, "header size 1000");
     FILE *fp = fopen(path, "wb");
     fwrite("abc", 1, 3, fp);
     fclose(fp);
-    GF_CHECK_ERR(gf_st_read(path, &f), GF_E_CORRUPT, "too short");
+    GF_CHECK_ERR(gf_safetensors_read(path, &f), GF_E_CORRUPT, "too short");
     char missing[1100];
     snprintf(missing, sizeof missing, "%s/none.safetensors", gf_test_tmpdir());
     const char *missingp = missing;
-    GF_CHECK_ERR(gf_st_read(missing, &f), GF_E_NOTFOUND, missingp);
+    GF_CHECK_ERR(gf_safetensors_read(missing, &f), GF_E_NOTFOUND, missingp);
     /* valid edge cases: empty header object, padded header, scalar */
     write_raw(path, 8, "{}      ", NULL, 0);
-    GF_CHECK_OK(gf_st_read(path, &f));
-    if (f) GF_CHECK(gf_st_count(f) == 0, "empty file has no tensors");
-    gf_st_free(f);
+    GF_CHECK_OK(gf_safetensors_read(path, &f));
+    if (f) GF_CHECK(gf_safetensors_count(f) == 0, "empty file has no tensors");
+    gf_safetensors_free(f);
     /* the writer refuses duplicate and reserved names */
     const char *dup[] = {"a", "a"};
-    gf_st_dtype dt[] = {GF_ST_F32, GF_ST_F32};
+    gf_safetensors_dtype dt[] = {GF_SAFETENSORS_F32, GF_SAFETENSORS_F32};
     int32_t nd[] = {0, 0};
     float v = 1.0f;
     const void *da[] = {&v, &v};
-    GF_CHECK_ERR(gf_st_write(path, 2, dup, dt, nd, (const int64_t *const[]){NULL, NULL}, da, 0, NULL, NULL),
+    GF_CHECK_ERR(gf_safetensors_write(path, 2, dup, dt, nd, (const int64_t *const[]){NULL, NULL}, da, 0, NULL, NULL),
                  GF_E_INVALID, "given twice");
     const char *res[] = {"__metadata__"};
-    GF_CHECK_ERR(gf_st_write(path, 1, res, dt, nd, (const int64_t *const[]){NULL}, da, 0, NULL, NULL),
+    GF_CHECK_ERR(gf_safetensors_write(path, 1, res, dt, nd, (const int64_t *const[]){NULL}, da, 0, NULL, NULL),
                  GF_E_INVALID, "reserved");
 }
