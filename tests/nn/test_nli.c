@@ -1,9 +1,8 @@
 /* test_nli.c — the SNLI classifiers (include/gflow/nli.h).
  *
  *  - golden: both heads against the independent PyTorch reference (tools/torch_ref_nli.py,
- *    fixtures tests/fixtures/golden/nli_*.safetensors): logits, loss, every parameter gradient
- *    and 6 AdamW steps, with test_golden.c's tolerances (logits 3e-5 + 1e-5 |ref|, loss 1e-5
- *    relative, grads 1e-4 of the tensor's max |ref|, AdamW losses and norms 1e-4 relative).
+ *    fixtures tests/fixtures/golden/nli_*.safetensors) through nn/golden.h's runner (logits,
+ *    loss, every parameter gradient, AdamW steps), plus predictions and counts.
  *    The batch holds padding, a one-token premise (no Plücker partner) and an unused row.
  *  - unit: parameter counts at the recipe scale (printed; the two heads within 3 %, and equal
  *    to the PyTorch reference's counts), config validation, padding invariance.
@@ -16,140 +15,83 @@
 #include "gflow/nli.h"
 #include "gflow/optim.h"
 #include "gflow/safetensors.h"
+#include "nn/golden.h"
 #include <stdio.h>
 #include <string.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
-
-static int64_t meta_i(const gf_safetensors_file *f, const char *k) {
-    const char *v = gf_safetensors_meta(f, k);
-    return v ? strtoll(v, NULL, 10) : -1;
-}
-static double meta_f(const gf_safetensors_file *f, const char *k) {
-    const char *v = gf_safetensors_meta(f, k);
-    return v ? strtod(v, NULL) : -1;
-}
-
 static void cfg_from_meta(const gf_safetensors_file *f, gf_nli_cfg *c) {
-    gf_family fam = !strcmp(gf_safetensors_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
+    gf_family fam =
+        !strcmp(gf_safetensors_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
     gf_nli_cfg_default(c, fam);
-    c->vocab = meta_i(f, "V");
-    c->d_model = meta_i(f, "d");
-    c->d_ff = meta_i(f, "dff");
-    c->n_layers = meta_i(f, "n_layers");
-    c->max_len = meta_i(f, "Lmax");
-    c->r = meta_i(f, "r");
-    c->window = meta_i(f, "window");
-    c->stride = meta_i(f, "stride");
-    c->mix_heads = meta_i(f, "mix_heads");
-    c->heads = meta_i(f, "heads");
-    c->classifier_hidden = meta_i(f, "classifier_hidden");
-    c->eps = (float)meta_f(f, "eps");
-    c->ln_eps = (float)meta_f(f, "ln_eps");
+    c->vocab = gf_golden_meta_i(f, "V");
+    c->d_model = gf_golden_meta_i(f, "d");
+    c->d_ff = gf_golden_meta_i(f, "dff");
+    c->n_layers = gf_golden_meta_i(f, "n_layers");
+    c->max_len = gf_golden_meta_i(f, "Lmax");
+    c->r = gf_golden_meta_i(f, "r");
+    c->window = gf_golden_meta_i(f, "window");
+    c->stride = gf_golden_meta_i(f, "stride");
+    c->mix_heads = gf_golden_meta_i(f, "mix_heads");
+    c->heads = gf_golden_meta_i(f, "heads");
+    c->classifier_hidden = gf_golden_meta_i(f, "classifier_hidden");
+    c->eps = (float)gf_golden_meta_f(f, "eps");
+    c->ln_eps = (float)gf_golden_meta_f(f, "ln_eps");
     c->normalize = !strcmp(gf_safetensors_meta(f, "normalize"), "true");
     c->dropout = 0.0f;
 }
 
-static void run_fixture(const char *variant) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
-    gf_safetensors_file *f = NULL;
-    GF_REQUIRE_OK(gf_safetensors_read(path, &f));
+static gf_params *nli_open(void *self, const gf_safetensors_file *f) {
     gf_nli_cfg c;
     cfg_from_meta(f, &c);
-    gf_nli m;
-    GF_REQUIRE_OK(gf_nli_init(&m, &c));
-    GF_CHECK(m.params.n == meta_i(f, "n_params"), "%s: %lld params, reference %lld", variant, (long long)m.params.n,
-             (long long)meta_i(f, "n_params"));
-    GF_REQUIRE_OK(gf_safetensors_load_params(f, &m.params, ""));
-    const gf_safetensors_tensor *tp = gf_safetensors_find(f, "input.prem"), *th = gf_safetensors_find(f, "input.hyp"),
-                       *mp = gf_safetensors_find(f, "input.prem_mask"), *mh = gf_safetensors_find(f, "input.hyp_mask"),
-                       *tl = gf_safetensors_find(f, "input.labels"), *lg = gf_safetensors_find(f, "out.logits"),
-                       *ls = gf_safetensors_find(f, "out.loss");
-    GF_REQUIRE(tp && th && mp && mh && tl && lg && ls && tp->dtype == GF_SAFETENSORS_I32 && tl->dtype == GF_SAFETENSORS_I32,
-               "fixture tensors");
-    int64_t B = tp->shape[0], Ls = tp->shape[1];
-    const int32_t *prem = tp->data, *hyp = th->data, *lab = tl->data;
-    const float *pm = mp->data, *hm = mh->data;
+    gf_status st = gf_nli_init(self, &c);
+    GF_CHECK_OK(st);
+    return st ? NULL : &((gf_nli *)self)->params;
+}
 
-    gf_ctx ctx;
-    gf_ctx_init(&ctx, 0, NULL);
-    gf_params_zero_grad(&m.params);
-    int32_t pred[16];
-    gf_nli_out out = {.pred_buf = pred};
-    gf_tensor *loss = gf_nli_forward(&m, &ctx, prem, pm, hyp, hm, lab, B, Ls, &out);
-    gf_tape_backward(&ctx, loss);
-
-    const float *ref_logits = lg->data;
-    double worst_logit = 0;
+/* predictions against the reference logits' argmax, and the counted / correct rows */
+static void check_predictions(const gf_safetensors_file *f, const gf_nli_out *out, const int32_t *pred,
+                              const int32_t *lab, int64_t B) {
+    const float *ref_logits = gf_safetensors_find(f, "out.logits")->data;
     int64_t counted = 0, correct = 0;
-    for (int64_t i = 0; i < lg->numel; i++) {
-        double d = fabs((double)out.logits->data[i] - ref_logits[i]);
-        worst_logit = fmax(worst_logit, d);
-        if (d > 3e-5 + 1e-5 * fabs(ref_logits[i])) {
-            GF_CHECK_NEAR(out.logits->data[i], ref_logits[i], 3e-5, 1e-5);
-            break;
-        }
-    }
     for (int64_t b = 0; b < B; b++) {
         const float *r = ref_logits + b * 3;
         int32_t k = r[1] > r[0] ? 1 : 0;
         if (r[2] > r[k]) k = 2;
-        GF_CHECK(out.predictions[b] == k && pred[b] == k, "%s: row %lld predicted %d, reference argmax %d", variant,
-                 (long long)b, out.predictions[b], k);
+        GF_CHECK(out->predictions[b] == k && pred[b] == k, "row %lld predicted %d, reference argmax %d", (long long)b,
+                 out->predictions[b], k);
         if (lab[b] >= 0) { counted++; correct += k == lab[b]; }
     }
-    GF_CHECK(out.n_counted == counted && out.n_correct == correct, "%s: counted %lld/%lld correct %lld/%lld", variant,
-             (long long)out.n_counted, (long long)counted, (long long)out.n_correct, (long long)correct);
-    double ref_loss = ((const float *)ls->data)[0], got_loss = loss->data[0];
-    GF_CHECK_NEAR(got_loss, ref_loss, 0, 1e-5);
-    GF_CHECK_NEAR(out.nll_sum / (double)out.n_counted, ref_loss, 0, 1e-5);
+    GF_CHECK(out->n_counted == counted && out->n_correct == correct, "counted %lld/%lld correct %lld/%lld",
+             (long long)out->n_counted, (long long)counted, (long long)out->n_correct, (long long)correct);
+    double ref_loss = ((const float *)gf_safetensors_find(f, "out.loss")->data)[0];
+    GF_CHECK_NEAR(out->nll_sum / (double)out->n_counted, ref_loss, 0, 1e-5);
+}
 
-    float *ref_grad = malloc((size_t)m.params.n * sizeof(float));
-    GF_REQUIRE_OK(gf_safetensors_load_params_into(f, &m.params, "grad.", ref_grad));
-    double worst_grad = 0;
-    for (int64_t i = 0; i < m.params.n_items; i++) {
-        gf_param *p = m.params.items[i];
-        int64_t n = gf_tensor_numel(&p->t);
-        const float *r = ref_grad + p->offset, *g = p->t.grad;
-        double mx = 0, md = 0;
-        for (int64_t j = 0; j < n; j++) { mx = fmax(mx, fabs(r[j])); md = fmax(md, fabs((double)g[j] - r[j])); }
-        worst_grad = fmax(worst_grad, md / (mx + 1e-7));
-        GF_CHECK(md <= 1e-4 * mx + 1e-7, "%s: grad %s max |diff| %.3g vs max |ref| %.3g", variant, p->name, md, mx);
-    }
+static gf_tensor *nli_forward(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const float **logits) {
+    const gf_safetensors_tensor *tp = gf_safetensors_find(f, "input.prem"), *th = gf_safetensors_find(f, "input.hyp"),
+                                *mp = gf_safetensors_find(f, "input.prem_mask"),
+                                *mh = gf_safetensors_find(f, "input.hyp_mask"),
+                                *tl = gf_safetensors_find(f, "input.labels");
+    int ok = tp && th && mp && mh && tl && tp->dtype == GF_SAFETENSORS_I32 && tl->dtype == GF_SAFETENSORS_I32;
+    GF_CHECK(ok, "fixture tensors");
+    if (!ok) return NULL;
+    int64_t B = tp->shape[0], Ls = tp->shape[1];
+    if (!logits) return gf_nli_forward(self, ctx, tp->data, mp->data, th->data, mh->data, tl->data, B, Ls, NULL);
+    int32_t pred[16];
+    gf_nli_out out = {.pred_buf = pred};
+    gf_tensor *loss = gf_nli_forward(self, ctx, tp->data, mp->data, th->data, mh->data, tl->data, B, Ls, &out);
+    check_predictions(f, &out, pred, tl->data, B);
+    *logits = out.logits->data;
+    return loss;
+}
 
-    const gf_safetensors_tensor *al = gf_safetensors_find(f, "adamw.losses"), *an = gf_safetensors_find(f, "adamw.gnorm");
-    GF_REQUIRE(al && an, "adamw tensors");
-    gf_adamw_cfg oc;
-    gf_adamw_cfg_default(&oc);
-    oc.beta1 = meta_f(f, "adamw_beta1");
-    oc.beta2 = meta_f(f, "adamw_beta2");
-    oc.eps = meta_f(f, "adamw_eps");
-    oc.weight_decay = meta_f(f, "adamw_weight_decay");
-    for (int k = 0; k < GF_PK_COUNT; k++) oc.decay[k] = 1;
-    gf_adamw_state st;
-    gf_adamw_reset(&m.params, &st);
-    double worst_step = 0;
-    for (int64_t s = 0; s < al->numel; s++) {
-        gf_ctx_reset(&ctx);
-        gf_params_zero_grad(&m.params);
-        gf_tensor *l = gf_nli_forward(&m, &ctx, prem, pm, hyp, hm, lab, B, Ls, NULL);
-        gf_tape_backward(&ctx, l);
-        double gn = gf_clip_grad_norm(&m.params, meta_f(f, "clip_max_norm"));
-        double rl = ((const float *)al->data)[s], rn = ((const float *)an->data)[s];
-        worst_step = fmax(worst_step, fmax(fabs(l->data[0] - rl) / fabs(rl), fabs(gn - rn) / fabs(rn)));
-        GF_CHECK_NEAR(l->data[0], rl, 0, 1e-4);
-        GF_CHECK_NEAR(gn, rn, 0, 1e-4);
-        gf_adamw_step(&m.params, &st, &oc, meta_f(f, "adamw_lr"));
-    }
-    printf("    %-24s max|Δlogit| %.2e  Δloss/loss %.2e  max grad err/max|g| %.2e  adamw rel %.2e\n", variant,
-           worst_logit, fabs(got_loss - ref_loss) / ref_loss, worst_grad, worst_step);
-    free(ref_grad);
-    gf_ctx_free(&ctx);
-    gf_nli_free(&m);
-    gf_safetensors_free(f);
+static void nli_close(void *self) { gf_nli_free(self); }
+
+static const gf_golden_model nli_model = {nli_open, nli_forward, nli_close};
+
+static void run_fixture(const char *variant) {
+    gf_nli m;
+    gf_golden_run(variant, &nli_model, &m);
 }
 
 GF_TEST(golden, nli_grassmann) { run_fixture("nli_grassmann"); }

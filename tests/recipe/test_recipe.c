@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow.h"
 #include "gflow/recipe.h"
 
@@ -14,13 +15,6 @@
 static const char *src_root(void) {
     const char *e = getenv("GF_SOURCE_ROOT");
     return e && *e ? e : GF_SOURCE_ROOT;
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    GF_ASSERT(f, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
 }
 
 static void tmp_path(char *out, size_t cap, const char *name) {
@@ -119,7 +113,7 @@ GF_TEST(unit, recipe_malformed_table) {
         const bad_case *c = &k_bad[i];
         char text[4096];
         snprintf(text, sizeof text, "%s%s", c->full ? "" : k_head, c->text);
-        write_file(path, text);
+        gf_test_write_text(path, text);
         gf_recipe r;
         const char *sets[1] = {c->set};
         gf_status s = gf_recipe_load(path, sets, c->set ? 1 : 0, &r);
@@ -131,7 +125,7 @@ GF_TEST(unit, recipe_malformed_table) {
             gf_test_fail(__FILE__, __LINE__, "case %d: message '%s' lacks '%s' or '%s'", i, msg, c->where, c->what);
     }
     /* the head itself is valid, so every case above fails for its own reason */
-    write_file(path, k_head);
+    gf_test_write_text(path, k_head);
     gf_recipe r;
     GF_CHECK_OK(gf_recipe_load(path, NULL, 0, &r));
     GF_CHECK_ERR(gf_recipe_load("/nonexistent/dir/none.ini", NULL, 0, &r), GF_E_NOTFOUND, "none.ini: cannot open");
@@ -221,31 +215,31 @@ GF_TEST(unit, recipe_values_and_base_inheritance) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s/sub", dir);
     GF_REQUIRE(system(cmd) == 0, "mkdir");
     snprintf(p, sizeof p, "%s/sub/common.ini", dir);
-    write_file(p, "[model]\nd_model = 96\nr = 8\n[train]\nepochs = 3\n");
+    gf_test_write_text(p, "[model]\nd_model = 96\nr = 8\n[train]\nepochs = 3\n");
     snprintf(p, sizeof p, "%s/top.ini", dir);
-    write_file(p, "[model]\nr = 12    # overrides the base\n[run]\nbase = sub/common.ini\n");
+    gf_test_write_text(p, "[model]\nr = 12    # overrides the base\n[run]\nbase = sub/common.ini\n");
     snprintf(p, sizeof p, "%s/run.ini", dir);
     char text[1024];
     snprintf(text, sizeof text, "%s[run]\nbase = top.ini\n", k_head);
-    write_file(p, text);
+    gf_test_write_text(p, text);
     GF_REQUIRE_OK(gf_recipe_load(p, NULL, 0, &r));
     /* head sets d_model = 64 after the bases; top's r = 12 beats common's 8; epochs from head (1) */
     GF_CHECK(r.model.d_model == 64 && r.model.r == 12 && r.train.epochs == 1, "d=%lld r=%lld e=%lld",
              (long long)r.model.d_model, (long long)r.model.r, (long long)r.train.epochs);
     snprintf(p, sizeof p, "%s/sub/common.ini", dir);
-    write_file(p, "[run]\nbase = ../top.ini\n");
+    gf_test_write_text(p, "[run]\nbase = ../top.ini\n");
     snprintf(p, sizeof p, "%s/run.ini", dir);
     GF_CHECK_ERR(gf_recipe_load(p, NULL, 0, &r), GF_E_INVALID, "cycle");
     /* a file naming itself */
     snprintf(p, sizeof p, "%s/self.ini", dir);
-    write_file(p, "[run]\nbase = self.ini\n");
+    gf_test_write_text(p, "[run]\nbase = self.ini\n");
     GF_CHECK_ERR(gf_recipe_load(p, NULL, 0, &r), GF_E_INVALID, "self.ini:2: [run] base: cycle");
 }
 
 GF_TEST(unit, recipe_set_overrides) {
     char path[1024];
     tmp_path(path, sizeof path, "s.ini");
-    write_file(path, k_head);
+    gf_test_write_text(path, k_head);
     gf_recipe r;
     const char *sets[] = {"model.offsets = 1, 3 ,9", "optim.lr=5e-4", "optim.lr=2e-4", "data.dataset=snli",
                           "model.block=pre_ln", "train.nonfinite=skip", "optim.decay_bias=yes"};
@@ -279,7 +273,7 @@ GF_TEST(unit, recipe_set_overrides) {
 GF_TEST(unit, recipe_crlf_and_inline_comments) {
     char path[1024];
     tmp_path(path, sizeof path, "crlf.ini");
-    write_file(path,
+    gf_test_write_text(path,
                "\xEF\xBB\xBF# header comment\r\n"
                "; another\r\n"
                "[run]   # section comment\r\n"
@@ -305,7 +299,7 @@ GF_TEST(unit, recipe_crlf_and_inline_comments) {
     GF_CHECK(strcmp(r.run.out_dir, "out/dir") == 0, "out_dir '%s'", r.run.out_dir);
     GF_CHECK(r.optim.lr == 1e-3 && r.model.offsets.n == 2, "values after comments");
     /* line numbers still count CRLF lines */
-    write_file(path, "[run]\r\nname = t\r\n[model]\r\nr = x\r\n");
+    gf_test_write_text(path, "[run]\r\nname = t\r\n[model]\r\nr = x\r\n");
     GF_CHECK_ERR(gf_recipe_load(path, NULL, 0, &r), GF_E_INVALID, "crlf.ini:4: [model] r: not an integer");
 }
 
@@ -319,22 +313,12 @@ GF_TEST(unit, recipe_keys_doc_up_to_date) {
     GF_CHECK(strstr(gen, "| `offsets` | int list | `1,2,4,8,12,16` |") != NULL, "table row present");
     char path[1024];
     snprintf(path, sizeof path, "%s/docs/recipe-keys.md", src_root());
-    FILE *f = fopen(path, "rb");
-    char *have = NULL;
     size_t have_len = 0;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        have_len = (size_t)ftell(f);
-        fseek(f, 0, SEEK_SET);
-        have = malloc(have_len + 1);
-        have_len = fread(have, 1, have_len, f);
-        have[have_len] = 0;
-        fclose(f);
-    }
+    char *have = gf_test_slurp(path, &have_len);
     if (!have || have_len != gen_len || memcmp(have, gen, gen_len) != 0) {
         char out[1024];
         tmp_path(out, sizeof out, "recipe-keys.md");
-        write_file(out, gen);
+        gf_test_write_text(out, gen);
         gf_test_fail(__FILE__, __LINE__, "%s is stale; regenerate: cp %s %s", path, out, path);
     }
     free(have);

@@ -66,7 +66,7 @@ void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args) {
     if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
     else { res->exit_code = -1; res->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
     size_t n = 0;
-    char *e = rel_slurp(errp, &n);
+    char *e = gf_test_slurp(errp, &n);
     if (e) {
         snprintf(res->err, sizeof res->err, "%s", e);
         for (size_t i = 0; i < n; i++) res->err_lines += e[i] == '\n';
@@ -88,21 +88,6 @@ pid_t rel_gflow_spawn(const char *log_path, const char *const *args) {
     return pid;
 }
 
-void rel_write_corpus(const char *path, int lines, unsigned seed) {
-    static const char *subj[] = {"the cat", "a dog", "the old man", "my sister", "the bird", "a child"};
-    static const char *verb[] = {"sees", "likes", "finds", "follows", "hears"};
-    static const char *obj[] = {"the ball", "a house", "the river", "some bread", "the moon", "a tree"};
-    FILE *f = fopen(path, "w");
-    if (!f) return;
-    gf_rng r;
-    gf_rng_seed(&r, seed);
-    for (int i = 0; i < lines; i++)
-        fprintf(f, " %s %s %s . and then %s %s %s . \n", subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
-                obj[gf_rng_below(&r, 6)], subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
-                obj[gf_rng_below(&r, 6)]);
-    fclose(f);
-}
-
 static char g_root[600];
 
 static void ensure_setup(void) {
@@ -115,11 +100,11 @@ static void ensure_setup(void) {
     snprintf(p, sizeof p, "%s/runs", g_root);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/data/train.txt", g_root);
-    rel_write_corpus(p, 600, 1);
+    gf_test_write_corpus(p, 600, 1);
     snprintf(p, sizeof p, "%s/data/valid.txt", g_root);
-    rel_write_corpus(p, 60, 2);
+    gf_test_write_corpus(p, 60, 2);
     snprintf(p, sizeof p, "%s/data/test.txt", g_root);
-    rel_write_corpus(p, 60, 3);
+    gf_test_write_corpus(p, 60, 3);
     snprintf(p, sizeof p, "%s/base.ini", g_root);
     FILE *f = fopen(p, "w");
     if (!f) return;
@@ -159,32 +144,9 @@ const char *rel_runs_dir(void) {
     return p;
 }
 
-char *rel_slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (sz < 0) { fclose(f); return NULL; }
-    char *b = malloc((size_t)sz + 1);
-    size_t got = b ? fread(b, 1, (size_t)sz, f) : 0;
-    fclose(f);
-    if (!b) return NULL;
-    b[got] = 0;
-    if (n) *n = got;
-    return b;
-}
-
-int rel_write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(data, 1, n, f);
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
 int rel_files_equal(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    char *x = rel_slurp(a, &na), *y = rel_slurp(b, &nb);
+    char *x = gf_test_slurp(a, &na), *y = gf_test_slurp(b, &nb);
     int eq = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -199,7 +161,7 @@ static uint64_t rd_u64(const unsigned char *p) {
 
 int rel_ckpt_weights_equal(const char *a, const char *b, const char **why) {
     size_t na = 0, nb = 0;
-    unsigned char *x = (unsigned char *)rel_slurp(a, &na), *y = (unsigned char *)rel_slurp(b, &nb);
+    unsigned char *x = (unsigned char *)gf_test_slurp(a, &na), *y = (unsigned char *)gf_test_slurp(b, &nb);
     int eq = 0;
     *why = "";
     if (!x || !y) *why = "missing file";

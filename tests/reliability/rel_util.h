@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "test_util.h"
+
 /* Path of the gflow binary: $GFLOW_EXE, else <dir of gf_tests>/../gflow (the meson layout). */
 const char *rel_gflow_exe(void);
 
@@ -30,11 +32,7 @@ pid_t rel_gflow_spawn(const char *log_path, const char *const *args);
 const char *rel_data_dir(void);
 const char *rel_base_recipe(void);
 const char *rel_runs_dir(void);
-void rel_write_corpus(const char *path, int lines, unsigned seed);
 
-/* malloc'd file contents (NUL-terminated) or NULL; *n gets the size */
-char *rel_slurp(const char *path, size_t *n);
-int rel_write_file(const char *path, const void *data, size_t n);
 /* 1 when both files exist and hold the same bytes */
 int rel_files_equal(const char *a, const char *b);
 /* 1 when both checkpoints hold the same float blob (weights, Adam m and v): bytes

@@ -16,7 +16,7 @@ static gf_tokenizer *word_tok(void) {
     char p[800];
     snprintf(p, sizeof p, "%s/snli_corpus.txt", gf_test_tmpdir());
     const char *t = " a man is sitting on a bench .\n two dogs run in the park .\n the woman sleeps .\n";
-    rel_write_file(p, t, strlen(t));
+    gf_test_write_file(p, t, strlen(t));
     gf_tokenizer_opts o = {.kind = GF_TOK_WORD};
     gf_tokenizer *tok = NULL;
     if (gf_tokenizer_open(&tok, &o, p) != GF_OK) return NULL;
@@ -55,7 +55,7 @@ GF_TEST(data, rel_snli_bad_files_clear_errors) {
     snprintf(path, sizeof path, "%s/bad_snli.txt", gf_test_tmpdir());
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const snli_case *c = &cases[i];
-        rel_write_file(path, c->text, c->len ? c->len : strlen(c->text));
+        gf_test_write_file(path, c->text, c->len ? c->len : strlen(c->text));
         for (int skip = 0; skip < 2; skip++) {
             gf_snli_opts o = {.max_len = 6, .pad_id = 0, .skip_bad_rows = skip};
             gf_snli_data d;
@@ -93,7 +93,7 @@ GF_TEST(data, rel_token_cache_huge_count_rejected) {
     GF_REQUIRE_OK(gf_token_cache_write(path, "word:10:0123456789abcdef", sha, &ids));
     gf_ids_free(&ids);
     size_t n = 0;
-    unsigned char *b = (unsigned char *)rel_slurp(path, &n);
+    unsigned char *b = (unsigned char *)gf_test_slurp(path, &n);
     GF_REQUIRE(b && n == 160 + 40, "cache size %zu", n);
     /* count is the i64 after magic(8) version(4) header_bytes(4) key(64) src_sha(32) */
     int64_t huge = 1000000000;
@@ -105,7 +105,7 @@ GF_TEST(data, rel_token_cache_huge_count_rejected) {
     }
     GF_REQUIRE(off > 0, "count field found");
     memcpy(b + off, &huge, 8);
-    rel_write_file(path, b, n);
+    gf_test_write_file(path, b, n);
     free(b);
     gf_ids out = {0};
     GF_CHECK_ERR(gf_token_cache_read(path, "word:10:0123456789abcdef", sha, &out), GF_E_CORRUPT, "huge.tok");
@@ -130,18 +130,18 @@ GF_TEST(data, rel_wikitext_bad_files_cli) {
     mkdir(dd, 0755);
     snprintf(set_dir, sizeof set_dir, "data.dir=%s", dd);
     snprintf(p, sizeof p, "%s/train.txt", dd);
-    rel_write_corpus(p, 200, 1);
+    gf_test_write_corpus(p, 200, 1);
     snprintf(p, sizeof p, "%s/empty.txt", dd);
-    rel_write_file(p, "", 0);
+    gf_test_write_file(p, "", 0);
     snprintf(p, sizeof p, "%s/blank.txt", dd);
-    rel_write_file(p, "\n\n\n", 3);
+    gf_test_write_file(p, "\n\n\n", 3);
     unsigned char bin[4096];
     for (size_t i = 0; i < sizeof bin; i++) bin[i] = (unsigned char)(i * 2654435761u >> 13);
     snprintf(p, sizeof p, "%s/binary.txt", dd);
-    rel_write_file(p, bin, sizeof bin);
+    gf_test_write_file(p, bin, sizeof bin);
     /* a file with a recorded checksum (by its base name) but other content */
     snprintf(p, sizeof p, "%s/wiki.valid.tokens", dd);
-    rel_write_corpus(p, 50, 9);
+    gf_test_write_corpus(p, 50, 9);
     rel_result res;
     struct { const char *valid, *train, *needle; } cases[] = {
         {"empty.txt", "train.txt", "empty.txt"},

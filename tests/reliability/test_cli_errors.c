@@ -91,7 +91,7 @@ GF_TEST(unit, rel_cli_bad_inputs_table) {
         char text[4096];
         if (c->full) snprintf(text, sizeof text, "%s", c->recipe);
         else snprintf(text, sizeof text, "[run]\nbase = %s\n%s", base, c->recipe);
-        rel_write_file(bad, text, strlen(text));
+        gf_test_write_file(bad, text, strlen(text));
         const char *args[10];
         int na = 0;
         char shown[1024] = "";

@@ -36,7 +36,7 @@ GF_TEST(smoke, rel_corrupt_checkpoint_cli) {
     snprintf(ck, sizeof ck, "%s/last.ckpt", d);
     snprintf(met, sizeof met, "%s/metrics.tsv", d);
     size_t n = 0, nm = 0;
-    char *good = rel_slurp(ck, &n), *mgood = rel_slurp(met, &nm);
+    char *good = gf_test_slurp(ck, &n), *mgood = gf_test_slurp(met, &nm);
     GF_REQUIRE(good && n > 4096 && mgood, "checkpoint read");
     /* the run finished; make it resumable-looking by corrupting in several ways */
     struct { const char *what; size_t len; long flip; } cases[] = {
@@ -53,9 +53,9 @@ GF_TEST(smoke, rel_corrupt_checkpoint_cli) {
         else if (cases[i].len == 2) { memset(b, 'x', n); len = 1000; }
         if (cases[i].flip == 1) b[n - 200] ^= 0x10;
         if (cases[i].flip == 20) b[20] ^= 0x01;
-        rel_write_file(ck, b, len);
+        gf_test_write_file(ck, b, len);
         snprintf(keep, sizeof keep, "%s/corrupt-copy", rel_runs_dir());
-        rel_write_file(keep, b, len);
+        gf_test_write_file(keep, b, len);
         free(b);
         const char *r[] = {"train", "--resume", d, "--quiet", NULL};
         rel_gflow(&res, 0, r);
@@ -75,7 +75,7 @@ GF_TEST(smoke, rel_corrupt_checkpoint_cli) {
         GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp appeared");
         snprintf(metk, sizeof metk, "%s/metrics-now", rel_runs_dir());
         size_t nn = 0;
-        char *mnow = rel_slurp(met, &nn);
+        char *mnow = gf_test_slurp(met, &nn);
         GF_CHECK(mnow && nn == nm && !memcmp(mnow, mgood, nm), "metrics.tsv changed by a failed resume (%s)",
                  cases[i].what);
         free(mnow);
@@ -145,9 +145,9 @@ GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {
     snprintf(ck, sizeof ck, "%s/last.ckpt", d);
     snprintf(copy, sizeof copy, "%s/fsize-last-copy", rel_runs_dir());
     size_t n = 0;
-    char *b = rel_slurp(ck, &n);
+    char *b = gf_test_slurp(ck, &n);
     GF_REQUIRE(b, "last.ckpt");
-    rel_write_file(copy, b, n);
+    gf_test_write_file(copy, b, n);
     free(b);
     /* resume with files limited below a checkpoint's size: the next save fails */
     const char *r[] = {"train", "--resume", d, "--quiet", NULL};
@@ -168,7 +168,7 @@ GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {
     /* a run directory under a regular file */
     char file[900], so[1000];
     snprintf(file, sizeof file, "%s/plainfile", rel_runs_dir());
-    rel_write_file(file, "x", 1);
+    gf_test_write_file(file, "x", 1);
     snprintf(so, sizeof so, "run.out_dir=%s/sub", file);
     const char *o[] = {"--set", so, NULL};
     train(&res, "under-file", 5, o, 0);

@@ -117,7 +117,7 @@ GF_TEST(smoke, rel_kill_resume_bit_identical) {
         } else {
             /* a stray .tmp must be ignored: plant garbage when the kill left none */
             snprintf(q, sizeof q, "%s/last.ckpt.tmp", kd);
-            if (access(q, F_OK) != 0) rel_write_file(q, "GFLOWCK1 garbage", 16);
+            if (access(q, F_OK) != 0) gf_test_write_file(q, "GFLOWCK1 garbage", 16);
             const char *a[] = {"train", "--resume", kd, "--quiet", NULL};
             pid = rel_gflow_spawn(log, a);
             resumes++;

@@ -3,6 +3,7 @@
  * same metrics bytes as an uninterrupted one, seeds name their runs, malformed files name
  * file:line before anything runs. */
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow.h"
 #include "gflow/ablate.h"
 #include "gflow/train.h"
@@ -10,25 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static void write_corpus(const char *path, int lines, unsigned seed) {
-    static const char *subj[] = {"the cat", "a dog", "the old man", "my sister", "the bird", "a child"};
-    static const char *verb[] = {"sees", "likes", "finds", "follows", "hears"};
-    static const char *obj[] = {"the ball", "a house", "the river", "some bread", "the moon", "a tree"};
-    FILE *f = fopen(path, "w");
-    gf_rng r;
-    gf_rng_seed(&r, seed);
-    for (int i = 0; i < lines; i++)
-        fprintf(f, " %s %s %s . and then %s %s %s . \n", subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
-                obj[gf_rng_below(&r, 6)], subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)], obj[gf_rng_below(&r, 6)]);
-    fclose(f);
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 /* <tmp>/abl/base.ini (a tiny recipe) and <tmp>/abl/studies/ for ablation files */
 static const char *setup(void) {
@@ -43,11 +25,11 @@ static const char *setup(void) {
     snprintf(p, sizeof p, "%s/data", root);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/data/train.txt", root);
-    write_corpus(p, 300, 1);
+    gf_test_write_corpus(p, 300, 1);
     snprintf(p, sizeof p, "%s/data/valid.txt", root);
-    write_corpus(p, 40, 2);
+    gf_test_write_corpus(p, 40, 2);
     snprintf(p, sizeof p, "%s/data/test.txt", root);
-    write_corpus(p, 40, 3);
+    gf_test_write_corpus(p, 40, 3);
     char text[4096];
     snprintf(text, sizeof text,
              "[run]\nname = unused\nseed = 7\nout_dir = %s/unused\nthreads = 2\n"
@@ -62,7 +44,7 @@ static const char *setup(void) {
              "eval_batches = 2\n",
              root, root, root);
     snprintf(p, sizeof p, "%s/base.ini", root);
-    write_text(p, text);
+    gf_test_write_text(p, text);
     return root;
 }
 
@@ -75,20 +57,7 @@ static void study_file(char *path, size_t cap, const char *file, const char *nam
              "# tiny study\n[ablation]\nname = %s\nbase = ../base.ini   # relative to this file\nout_dir = %s/out\n%s\n"
              "[variant r4]\nmodel.r = 4 ; smaller\n",
              name, root, extra);
-    write_text(path, text);
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
+    gf_test_write_text(path, text);
 }
 
 static int same_stat(const char *path, const struct stat *before) {
@@ -138,7 +107,7 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     /* summary: header + base + r4, both done, base delta 0 */
     size_t n;
     snprintf(q, sizeof q, "%s/out/a/summary.tsv", root);
-    char *sum = slurp(q, &n);
+    char *sum = gf_test_slurp(q, &n);
     GF_REQUIRE(sum, "summary.tsv written");
     int lines = 0;
     for (size_t i = 0; i < n; i++) lines += sum[i] == '\n';
@@ -150,7 +119,7 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     /* best val ppl in the row equals the run's own summary */
     double row_val = strtod(strchr(strchr(strchr(strchr(l1, '\t') + 1, '\t') + 1, '\t') + 1, '\t') + 1, NULL);
     snprintf(q, sizeof q, "%s/out/a/base/summary.tsv", root);
-    char *bs = slurp(q, &n);
+    char *bs = gf_test_slurp(q, &n);
     GF_REQUIRE(bs, "base summary");
     double run_val = strtod(strstr(bs, "\nbest_val_ppl\t") + 14, NULL);
     GF_CHECK_NEAR(row_val, run_val, 1e-3, 0);
@@ -158,12 +127,12 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     free(bs);
     free(sum);
     snprintf(q, sizeof q, "%s/out/a/summary.md", root);
-    char *md = slurp(q, &n);
+    char *md = gf_test_slurp(q, &n);
     GF_REQUIRE(md, "summary.md");
     GF_CHECK(strstr(md, "| r4 | `model.r=4` |") && strstr(md, "`gflow ablate a.ini --report`"), "md:\n%s", md);
     free(md);
     snprintf(q, sizeof q, "%s/out/a/curves.tsv", root);
-    char *cv = slurp(q, &n);
+    char *cv = gf_test_slurp(q, &n);
     GF_REQUIRE(cv, "curves.tsv");
     GF_CHECK(strstr(cv, "# variant base\n") && strstr(cv, "# variant r4\n") && strstr(cv, "\n4\t"), "curves:\n%s", cv);
     free(cv);
@@ -195,7 +164,7 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     GF_CHECK(b.runs[1].state == GF_ABLATE_START, "r4 not started after the stop");
     GF_REQUIRE_OK(gf_ablation_report(&b, "x"));
     snprintf(q, sizeof q, "%s/out/b/summary.tsv", root);
-    sum = slurp(q, &n);
+    sum = gf_test_slurp(q, &n);
     GF_REQUIRE(sum, "b summary");
     GF_CHECK(strstr(sum, "\nbase\tinterrupted (step 6)\t0/1\t") && strstr(sum, "\nr4\tnot run\t0/1\t-\t"), "b:\n%s", sum);
     free(sum);
@@ -208,7 +177,7 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     fclose(sp);
     GF_REQUIRE_OK(gf_ablation_load(fb, &b));
     GF_REQUIRE_OK(gf_ablation_run(&b, &o, &intr));
-    char *speed = slurp(q, &n);
+    char *speed = gf_test_slurp(q, &n);
     GF_CHECK(speed && strstr(speed, "# before resume\n"), "base was restarted instead of resumed");
     free(speed);
     GF_CHECK(!intr && b.runs[0].state == GF_ABLATE_DONE && b.runs[1].state == GF_ABLATE_DONE, "b finished");
@@ -218,7 +187,7 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
         size_t na, nb;
         snprintf(p, sizeof p, "%s/out/a/%s/metrics.tsv", root, vars[i]);
         snprintf(q, sizeof q, "%s/out/b/%s/metrics.tsv", root, vars[i]);
-        char *x = slurp(p, &na), *y = slurp(q, &nb);
+        char *x = gf_test_slurp(p, &na), *y = gf_test_slurp(q, &nb);
         GF_REQUIRE(x && y, "metrics");
         GF_CHECK(na > 200 && na == nb && !memcmp(x, y, na), "%s: resumed metrics differ from the uninterrupted run", vars[i]);
         free(x);
@@ -249,7 +218,7 @@ GF_TEST(smoke, ablate_seeds_and_only) {
     GF_REQUIRE_OK(gf_ablation_report(&a, "x"));
     size_t n;
     snprintf(p, sizeof p, "%s/out/c/summary.tsv", root);
-    char *s = slurp(p, &n);
+    char *s = gf_test_slurp(p, &n);
     GF_REQUIRE(s, "summary");
     GF_CHECK(strstr(s, "\nbase\tnot run\t0/2\t") && strstr(s, "\nr4\tnot run\t0/2\t"), "%s", s);
     free(s);
@@ -261,7 +230,7 @@ static void bad(const char *file, const char *body, gf_status code, const char *
     const char *root = setup();
     char path[800];
     snprintf(path, sizeof path, "%s/studies/%s", root, file);
-    write_text(path, body);
+    gf_test_write_text(path, body);
     gf_ablation a;
     GF_CHECK_ERR(gf_ablation_load(path, &a), code, needle);
     GF_CHECK(a.n_variants == 0 && a.runs == NULL, "%s: left empty", file);

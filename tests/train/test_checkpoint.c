@@ -1,6 +1,7 @@
 /* test_checkpoint.c — checkpoint round trip, corruption/truncation detection, model mismatch,
  * and atomic writes that fail (RLIMIT_FSIZE, unwritable directory) without harming the old file. */
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow/checkpoint.h"
 #include "gflow/rng.h"
 
@@ -42,29 +43,6 @@ static int block_equal(const gf_params *a, const gf_params *b) {
     size_t n = (size_t)a->n * sizeof(float);
     return a->n == b->n && !memcmp(a->data, b->data, n) && !memcmp(a->m, b->m, n) &&
            !memcmp(a->v, b->v, n);
-}
-
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
-}
-
-static int spit(const char *path, const void *b, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return 0;
-    int ok = fwrite(b, 1, n, fp) == n;
-    return fclose(fp) == 0 && ok;
 }
 
 static int exists(const char *path) {
@@ -166,11 +144,11 @@ GF_TEST(unit, ckpt_truncation_rejected) {
     fill_meta(&m, &r);
     GF_REQUIRE_OK(gf_ckpt_save(path, &a, &m));
     size_t len;
-    unsigned char *buf = slurp(path, &len);
+    unsigned char *buf = (unsigned char *)gf_test_slurp(path, &len);
     GF_REQUIRE(buf && len > 1000, "read back %zu bytes", len);
     for (int k = 0; k < 16; k++) {
         size_t n = len * (size_t)k / 16;
-        GF_REQUIRE(spit(cut, buf, n), "write truncated copy");
+        GF_REQUIRE(gf_test_write_file(cut, buf, n), "write truncated copy");
         gf_ckpt_meta out;
         gf_ckpt_meta_init(&out);
         gf_status s = gf_ckpt_load(cut, &b, &out);
@@ -180,12 +158,12 @@ GF_TEST(unit, ckpt_truncation_rejected) {
         GF_CHECK(gf_ckpt_peek(cut, &out) == GF_E_CORRUPT, "peek rejects %zu bytes too", n);
     }
     /* one byte short, and one byte extra */
-    GF_REQUIRE(spit(cut, buf, len - 1), "write");
+    GF_REQUIRE(gf_test_write_file(cut, buf, len - 1), "write");
     GF_CHECK_ERR(gf_ckpt_load(cut, &b, NULL), GF_E_CORRUPT, "truncated");
     unsigned char *longer = malloc(len + 1);
     memcpy(longer, buf, len);
     longer[len] = 0;
-    GF_REQUIRE(spit(cut, longer, len + 1), "write");
+    GF_REQUIRE(gf_test_write_file(cut, longer, len + 1), "write");
     const char *cutp = cut;
     GF_CHECK_ERR(gf_ckpt_load(cut, &b, NULL), GF_E_CORRUPT, cutp);
     GF_CHECK(block_equal(&b, &b0), "failed loads leave the block untouched");
@@ -217,7 +195,7 @@ GF_TEST(unit, ckpt_bit_flips_rejected) {
     fill_meta(&m, &r);
     GF_REQUIRE_OK(gf_ckpt_save(path, &a, &m));
     size_t len;
-    unsigned char *buf = slurp(path, &len);
+    unsigned char *buf = (unsigned char *)gf_test_slurp(path, &len);
     GF_REQUIRE(buf, "read back");
     uint64_t meta_size = rd64(buf + 40), table_size = rd64(buf + 48), blob = rd64(buf + 56);
     int layout_ok = blob % 64 == 0 && blob >= 64 + meta_size + table_size && blob < len;
@@ -235,7 +213,7 @@ GF_TEST(unit, ckpt_bit_flips_rejected) {
     };
     for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
         buf[flips[i].off] ^= (unsigned char)(1u << flips[i].bit);
-        GF_REQUIRE(spit(bad, buf, len), "write");
+        GF_REQUIRE(gf_test_write_file(bad, buf, len), "write");
         buf[flips[i].off] ^= (unsigned char)(1u << flips[i].bit);
         gf_status s = gf_ckpt_load(bad, &b, NULL);
         GF_CHECK(s == GF_E_CORRUPT && strstr(gf_last_error(), "checksum") && strstr(gf_last_error(), bad),
@@ -246,7 +224,7 @@ GF_TEST(unit, ckpt_bit_flips_rejected) {
     }
     GF_CHECK(block_equal(&b, &b0), "failed loads leave the block untouched");
     /* the unmodified bytes still load */
-    GF_REQUIRE(spit(bad, buf, len), "write");
+    GF_REQUIRE(gf_test_write_file(bad, buf, len), "write");
     GF_CHECK_OK(gf_ckpt_load(bad, &b, NULL));
     GF_CHECK(block_equal(&a, &b), "intact copy loads");
     free(buf);
@@ -264,21 +242,21 @@ GF_TEST(unit, ckpt_wrong_magic_and_version) {
     make_model(&a, (model_opts){0}, 7);
     GF_REQUIRE_OK(gf_ckpt_save(path, &a, NULL));
     size_t len;
-    unsigned char *buf = slurp(path, &len);
+    unsigned char *buf = (unsigned char *)gf_test_slurp(path, &len);
     GF_REQUIRE(buf, "read back");
     buf[5] = 'X';
-    GF_REQUIRE(spit(bad, buf, len), "write");
+    GF_REQUIRE(gf_test_write_file(bad, buf, len), "write");
     GF_CHECK_ERR(gf_ckpt_load(bad, &a, NULL), GF_E_CORRUPT, "bad magic");
     GF_CHECK(strstr(gf_last_error(), bad) != NULL, "names the file: %s", gf_last_error());
     buf[5] = 'C';
     buf[8] = 2; /* version 2 */
-    GF_REQUIRE(spit(bad, buf, len), "write");
+    GF_REQUIRE(gf_test_write_file(bad, buf, len), "write");
     GF_CHECK_ERR(gf_ckpt_load(bad, &a, NULL), GF_E_CORRUPT, "unsupported checkpoint version 2");
     GF_CHECK_ERR(gf_ckpt_peek(bad, &(gf_ckpt_meta){0}), GF_E_CORRUPT, "version 2");
     /* a text file and an empty file */
-    GF_REQUIRE(spit(bad, "[model]\nd = 16\n", 15), "write");
+    GF_REQUIRE(gf_test_write_file(bad, "[model]\nd = 16\n", 15), "write");
     GF_CHECK_ERR(gf_ckpt_load(bad, &a, NULL), GF_E_CORRUPT, "not a gflow checkpoint");
-    GF_REQUIRE(spit(bad, "", 0), "write");
+    GF_REQUIRE(gf_test_write_file(bad, "", 0), "write");
     GF_CHECK_ERR(gf_ckpt_load(bad, &a, NULL), GF_E_CORRUPT, "not a gflow checkpoint");
     free(buf);
     gf_params_free(&a);
@@ -319,7 +297,7 @@ GF_TEST(unit, ckpt_fsize_limit_keeps_previous) {
     make_model(&b, (model_opts){.big = 1}, 13); /* what the failing save tries to write */
     GF_REQUIRE_OK(gf_ckpt_save(path, &a, NULL));
     size_t len0;
-    unsigned char *before = slurp(path, &len0);
+    unsigned char *before = (unsigned char *)gf_test_slurp(path, &len0);
     GF_REQUIRE(before && len0 > 3 * 64 * 96 * 4, "big enough file (%zu bytes)", len0);
     fflush(stdout);
     pid_t pid = fork();
@@ -340,7 +318,7 @@ GF_TEST(unit, ckpt_fsize_limit_keeps_previous) {
              "child: exit %d (10 setrlimit, 11 save did not fail with io, 12 message, 13 tmp left)",
              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     size_t len1;
-    unsigned char *after = slurp(path, &len1);
+    unsigned char *after = (unsigned char *)gf_test_slurp(path, &len1);
     GF_CHECK(after && len1 == len0 && !memcmp(before, after, len0), "previous checkpoint unchanged");
     GF_CHECK(!exists(tmp), "tmp file removed");
     GF_CHECK_OK(gf_ckpt_load(path, &b, NULL));
@@ -354,7 +332,7 @@ GF_TEST(unit, ckpt_fsize_limit_keeps_previous) {
 GF_TEST(unit, ckpt_unwritable_target) {
     char file[600], path[620];
     ckpt_path(file, sizeof file, "plainfile");
-    GF_REQUIRE(spit(file, "x", 1), "write");
+    GF_REQUIRE(gf_test_write_file(file, "x", 1), "write");
     snprintf(path, sizeof path, "%s/x.ckpt", file); /* under a non-directory: fails even as root */
     gf_params a;
     make_model(&a, (model_opts){0}, 14);
@@ -394,7 +372,7 @@ GF_TEST(unit, ckpt_tmp_never_loaded) {
     GF_CHECK_ERR(gf_ckpt_load(path, &a, NULL), GF_E_NOTFOUND, pathp);
     GF_CHECK_ERR(gf_ckpt_peek(path, &(gf_ckpt_meta){0}), GF_E_NOTFOUND, pathp);
     /* a stale or torn tmp does not stop the next save, which replaces it */
-    GF_REQUIRE(spit(tmp, "torn", 4), "write");
+    GF_REQUIRE(gf_test_write_file(tmp, "torn", 4), "write");
     GF_CHECK_OK(gf_ckpt_save(path, &a, NULL));
     GF_CHECK(!exists(tmp) && exists(path), "tmp consumed by the rename");
     gf_params_free(&a);

@@ -2,6 +2,7 @@
  * a tiny model learns it (loss far below the unigram entropy), resume is bitwise
  * identical to an uninterrupted run, bad states are refused. */
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow.h"
 #include "gflow/train.h"
 #include "gflow/version.h"
@@ -10,21 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A corpus with learnable structure: sentences from a small grammar, one per line. */
-static void write_corpus(const char *path, int lines, unsigned seed) {
-    static const char *subj[] = {"the cat", "a dog", "the old man", "my sister", "the bird", "a child"};
-    static const char *verb[] = {"sees", "likes", "finds", "follows", "hears"};
-    static const char *obj[] = {"the ball", "a house", "the river", "some bread", "the moon", "a tree"};
-    FILE *f = fopen(path, "w");
-    gf_rng r;
-    gf_rng_seed(&r, seed);
-    for (int i = 0; i < lines; i++) {
-        fprintf(f, " %s %s %s . and then %s %s %s . \n", subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
-                obj[gf_rng_below(&r, 6)], subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)], obj[gf_rng_below(&r, 6)]);
-    }
-    fclose(f);
-}
-
 static const char *setup_data(void) {
     static char dir[600];
     snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
@@ -32,11 +18,11 @@ static const char *setup_data(void) {
     char p[700];
     snprintf(p, sizeof p, "%s/train.txt", dir);
     if (access(p, F_OK) != 0) {
-        write_corpus(p, 600, 1);
+        gf_test_write_corpus(p, 600, 1);
         snprintf(p, sizeof p, "%s/valid.txt", dir);
-        write_corpus(p, 60, 2);
+        gf_test_write_corpus(p, 60, 2);
         snprintf(p, sizeof p, "%s/test.txt", dir);
-        write_corpus(p, 60, 3);
+        gf_test_write_corpus(p, 60, 3);
     }
     return dir;
 }
@@ -59,24 +45,11 @@ static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *extra_f
     return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
-
 static double summary_value(const char *dir, const char *key) {
     char p[800];
     snprintf(p, sizeof p, "%s/summary.tsv", dir);
     size_t n;
-    char *s = slurp(p, &n);
+    char *s = gf_test_slurp(p, &n);
     if (!s) return NAN;
     char pat[80];
     snprintf(pat, sizeof pat, "\n%s\t", key);
@@ -126,7 +99,7 @@ GF_TEST(smoke, train_evals_per_epoch_and_build_id) {
     char p[800];
     size_t n;
     snprintf(p, sizeof p, "%s/runs/thirds/metrics.tsv", gf_test_tmpdir());
-    char *s = slurp(p, &n);
+    char *s = gf_test_slurp(p, &n);
     GF_REQUIRE(s, "metrics.tsv");
     long long spe = 0, valid_steps[64];
     int nv = 0;
@@ -149,14 +122,14 @@ GF_TEST(smoke, train_evals_per_epoch_and_build_id) {
         }
     GF_CHECK(nv > k && valid_steps[nv - 1] == 200, "final evaluation at step 200");
     snprintf(p, sizeof p, "%s/runs/thirds/summary.tsv", gf_test_tmpdir());
-    s = slurp(p, &n);
+    s = gf_test_slurp(p, &n);
     GF_REQUIRE(s, "summary.tsv");
     char want[200];
     snprintf(want, sizeof want, "\nbuild\t%s\n", gf_build_id());
     GF_CHECK(strstr(s, want) != NULL, "summary.tsv names the build %s", gf_build_id());
     free(s);
     snprintf(p, sizeof p, "%s/runs/thirds/recipe.ini", gf_test_tmpdir());
-    s = slurp(p, &n);
+    s = gf_test_slurp(p, &n);
     GF_REQUIRE(s, "recipe.ini");
     GF_CHECK(strstr(s, gf_build_id()) != NULL && strchr(gf_build_id(), '+'), "recipe.ini header names the build");
     free(s);
@@ -188,7 +161,7 @@ static void compare_runs(const char *family) {
     size_t na, nb;
     snprintf(pa, sizeof pa, "%s/runs/%s/metrics.tsv", gf_test_tmpdir(), straight);
     snprintf(pb, sizeof pb, "%s/metrics.tsv", bdir);
-    char *a = slurp(pa, &na), *b = slurp(pb, &nb);
+    char *a = gf_test_slurp(pa, &na), *b = gf_test_slurp(pb, &nb);
     GF_REQUIRE(a && b, "metrics files");
     GF_CHECK(na == nb && memcmp(a, b, na) == 0, "%s: metrics.tsv differs after resume (%zu vs %zu bytes)", family, na, nb);
     GF_CHECK(na > 500, "metrics has content");

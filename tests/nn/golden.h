@@ -1,0 +1,34 @@
+/* golden.h — the runner shared by the PyTorch golden fixtures of both heads (test_golden.c: the
+ * language model; test_nli.c: the SNLI classifier).
+ *
+ * A fixture tests/fixtures/golden/<variant>.safetensors holds weights, one batch, the logits,
+ * the loss, every parameter gradient, and the losses / pre-clip gradient norms of AdamW steps.
+ * The runner loads the weights into the model the hooks build, runs the batch (dropout off) and
+ * compares, with these tolerances (float32 throughout):
+ *   logits  |Δ| <= 3e-5 + 1e-5 |ref|       loss   relative 1e-5
+ *   grads   |Δ| <= 1e-4 * max|ref| of that tensor (+1e-7)
+ *   AdamW   losses and grad norms relative 1e-4 over the steps
+ * and prints the worst error per variant so the margins stay visible. */
+#ifndef GF_TEST_GOLDEN_H
+#define GF_TEST_GOLDEN_H
+
+#include "gflow.h"
+
+typedef struct gf_golden_model {
+    /* Build the model from the fixture's metadata into `self`; its parameters, or NULL (the
+     * hook has recorded the failure). */
+    gf_params *(*open)(void *self, const gf_safetensors_file *f);
+    /* The fixture batch's loss on the tape. With logits non-NULL (the first pass) also point
+     * *logits at the logits to compare with out.logits and run the head's own checks. */
+    gf_tensor *(*forward)(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const float **logits);
+    void (*close)(void *self);
+} gf_golden_model;
+
+/* Integer / float metadata value of the fixture, -1 when absent. */
+int64_t gf_golden_meta_i(const gf_safetensors_file *f, const char *key);
+double gf_golden_meta_f(const gf_safetensors_file *f, const char *key);
+
+/* Run fixture `variant` through the model `self` built by `m`. */
+void gf_golden_run(const char *variant, const gf_golden_model *m, void *self);
+
+#endif

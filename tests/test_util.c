@@ -1,0 +1,46 @@
+/* test_util.c — see test_util.h. */
+#include "test_util.h"
+#include "gflow/rng.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *gf_test_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (sz < 0) { fclose(f); return NULL; }
+    char *b = malloc((size_t)sz + 1);
+    size_t got = b ? fread(b, 1, (size_t)sz, f) : 0;
+    fclose(f);
+    if (!b) return NULL;
+    b[got] = 0;
+    if (n) *n = got;
+    return b;
+}
+
+int gf_test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    size_t w = fwrite(data, 1, n, f);
+    return fclose(f) == 0 && w == n;
+}
+
+int gf_test_write_text(const char *path, const char *text) { return gf_test_write_file(path, text, strlen(text)); }
+
+void gf_test_write_corpus(const char *path, int lines, unsigned seed) {
+    static const char *subj[] = {"the cat", "a dog", "the old man", "my sister", "the bird", "a child"};
+    static const char *verb[] = {"sees", "likes", "finds", "follows", "hears"};
+    static const char *obj[] = {"the ball", "a house", "the river", "some bread", "the moon", "a tree"};
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    gf_rng r;
+    gf_rng_seed(&r, seed);
+    for (int i = 0; i < lines; i++)
+        fprintf(f, " %s %s %s . and then %s %s %s . \n", subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
+                obj[gf_rng_below(&r, 6)], subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
+                obj[gf_rng_below(&r, 6)]);
+    fclose(f);
+}

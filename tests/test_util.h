@@ -1,0 +1,17 @@
+/* test_util.h — file plumbing shared by the tests: read a whole file, write bytes or text, and
+ * the small synthetic corpus the training, ablation and reliability tests train on. */
+#ifndef GF_TEST_UTIL_H
+#define GF_TEST_UTIL_H
+
+#include <stddef.h>
+
+/* malloc'd contents of path, NUL-terminated, or NULL; *n (when non-NULL) gets the size */
+char *gf_test_slurp(const char *path, size_t *n);
+/* 1 when path now holds exactly the n bytes of data (created or truncated), else 0 */
+int gf_test_write_file(const char *path, const void *data, size_t n);
+/* gf_test_write_file of a NUL-terminated text */
+int gf_test_write_text(const char *path, const char *text);
+/* `lines` sentences of a small grammar (learnable structure), one per line, from `seed` */
+void gf_test_write_corpus(const char *path, int lines, unsigned seed);
+
+#endif
