@@ -10,6 +10,9 @@
 /* mkdir -p: create dir and its missing parents (existing ones are fine). */
 gf_status gf_mkdir_p(const char *dir);
 
+/* The directory part of path ("." without a slash, "/" for "/x"), truncated to cap. */
+void gf_path_dir(const char *path, char *out, size_t cap);
+
 /* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
  * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
  * tmp file. After a failed write or commit the tmp file is already removed. */

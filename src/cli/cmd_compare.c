@@ -1,10 +1,9 @@
 /* cmd_compare.c — `gflow compare RUN_DIR...`: one table of runs and a plot of validation curves. */
 #include "cli.h"
-#include <errno.h>
+#include "gflow/rundir.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static void help(void) {
     printf("usage: gflow compare RUN_DIR... [--plot FILE.png] [--markdown]\n\n"
@@ -15,56 +14,14 @@ static void help(void) {
            "  default compare.png; --plot none to skip).\n");
 }
 
-typedef struct { char key[64]; char val[512]; } kv;
-
-static int read_summary(const char *dir, kv *out, int cap) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/summary.tsv", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[1200];
-    int n = 0;
-    while (n < cap && fgets(line, sizeof line, f)) {
-        char *tab = strchr(line, '\t');
-        if (!tab) continue;
-        *tab = 0;
-        line[strcspn(line, "\0")] = 0;
-        char *v = tab + 1;
-        v[strcspn(v, "\r\n")] = 0;
-        snprintf(out[n].key, sizeof out[n].key, "%.63s", line);
-        snprintf(out[n].val, sizeof out[n].val, "%.511s", v);
-        n++;
-    }
-    fclose(f);
-    return n;
-}
-
-static const char *get(const kv *k, int n, const char *key) {
-    for (int i = 0; i < n; i++) if (!strcmp(k[i].key, key)) return k[i].val;
-    return NULL;
-}
-
 /* best validation so far from metrics.tsv (for runs without a summary) */
-static int scan_metrics(const char *dir, double *best_ppl, long *best_epoch, int *has_acc) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.tsv", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[512];
-    *best_ppl = INFINITY;
-    *best_epoch = -1;
-    *has_acc = 0;
-    while (fgets(line, sizeof line, f)) {
-        long step, epoch;
-        char split[16], loss[32], ppl[32], pw[32], acc[32];
-        if (sscanf(line, "%ld\t%ld\t%15s\t%31s\t%31s\t%31s\t%31s", &step, &epoch, split, loss, ppl, pw, acc) != 7) continue;
-        if (strcmp(split, "valid")) continue;
-        double p = strtod(ppl, NULL);
-        if (p < *best_ppl) { *best_ppl = p; *best_epoch = epoch + 1; }
-        if (strcmp(acc, "-")) *has_acc = 1;
-    }
-    fclose(f);
-    return 1;
+typedef struct best_so_far { double ppl; long epoch; } best_so_far;
+
+static void best_row(const gf_metrics_row *r, void *user) {
+    best_so_far *b = user;
+    if (r->n_fields != 7 || strcmp(r->split, "valid")) return;
+    double p = strtod(r->ppl, NULL);
+    if (p < b->ppl) { b->ppl = p; b->epoch = (long)r->epoch + 1; }
 }
 
 int gf_cmd_compare(int argc, char **argv) {
@@ -83,28 +40,27 @@ int gf_cmd_compare(int argc, char **argv) {
     double first = NAN;
     int rc = GF_EXIT_OK;
     for (int i = 0; i < nd; i++) {
-        kv k[64];
-        int n = read_summary(dirs[i], k, 64);
-        double best;
-        long be;
-        int has_acc;
-        if (!scan_metrics(dirs[i], &best, &be, &has_acc)) {
+        gf_run_summary k;
+        int n = gf_run_summary_read(dirs[i], &k);
+        best_so_far bsf = {INFINITY, -1};
+        if (!gf_run_metrics_scan(dirs[i], best_row, &bsf)) {
             fprintf(stderr, "gflow compare: %s: no metrics.tsv (not a run directory?)\n", dirs[i]);
             rc = GF_EXIT_ERROR;
             continue;
         }
-        const char *fam = n ? get(k, n, "family") : NULL, *params = n ? get(k, n, "params") : NULL;
-        const char *tp = n ? get(k, n, "test_ppl") : NULL, *tw = n ? get(k, n, "test_ppl_word") : NULL;
-        int is_acc = n && get(k, n, "best_val_acc") != NULL;
+        double best = bsf.ppl;
+        long be = bsf.epoch;
+        const char *fam = gf_run_summary_get(&k, "family"), *params = gf_run_summary_get(&k, "params");
+        const char *tp = gf_run_summary_get(&k, "test_ppl"), *tw = gf_run_summary_get(&k, "test_ppl_word");
+        int is_acc = gf_run_summary_get(&k, "best_val_acc") != NULL;
         if (is_acc) { /* NLI run: accuracies (higher is better) */
-            best = strtod(get(k, n, "best_val_acc"), NULL);
-            tp = get(k, n, "test_acc");
+            best = strtod(gf_run_summary_get(&k, "best_val_acc"), NULL);
+            tp = gf_run_summary_get(&k, "test_acc");
         }
-        const char *tok = n ? get(k, n, "tokens_per_s") : NULL;
-        if (n && get(k, n, "best_val_ppl")) best = strtod(get(k, n, "best_val_ppl"), NULL);
-        if (n && get(k, n, "best_epoch")) be = strtol(get(k, n, "best_epoch"), NULL, 10);
+        const char *tok = gf_run_summary_get(&k, "tokens_per_s");
+        if (gf_run_summary_get(&k, "best_val_ppl")) best = strtod(gf_run_summary_get(&k, "best_val_ppl"), NULL);
+        if (gf_run_summary_get(&k, "best_epoch")) be = strtol(gf_run_summary_get(&k, "best_epoch"), NULL, 10);
         if (isnan(first)) first = best;
-        if (!n && has_acc) { /* running NLI: best dev accuracy so far is not tracked in the table */ }
         char gap[32];
         snprintf(gap, sizeof gap, i == 0 ? "—" : "%+.1f%%", 100.0 * (best / first - 1.0));
         printf(is_acc ? "| %s | %s | %s | %.4f (%ld)%s | %s | %s | %s | %s |\n" : "| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n",
@@ -120,11 +76,13 @@ int gf_cmd_compare(int argc, char **argv) {
             off += snprintf(script + off, sizeof script - (size_t)off,
                             "%s\"< awk -F'\\t' '$3==\\\"valid\\\"' %s/metrics.tsv\" using 1:5 with linespoints title '%s'",
                             i ? ", " : "", dirs[i], dirs[i]);
-        FILE *g = popen("gnuplot 2>&1", "w");
-        if (!g) { fprintf(stderr, "gflow compare: cannot run gnuplot: %s\n", strerror(errno)); return GF_EXIT_ERROR; }
-        fprintf(g, "%s\n", script);
-        if (pclose(g) != 0) { fprintf(stderr, "gflow compare: gnuplot failed (is gnuplot-nox installed?)\n"); rc = GF_EXIT_ERROR; }
-        else printf("\nplot: %s\n", plot);
+        if (off < (int)sizeof script - 1) snprintf(script + off, sizeof script - (size_t)off, "\n");
+        if (gf_gnuplot(script, 0, NULL, "is gnuplot-nox installed?") != GF_OK) {
+            fprintf(stderr, "gflow compare: %s\n", gf_last_error());
+            rc = GF_EXIT_ERROR;
+        } else {
+            printf("\nplot: %s\n", plot);
+        }
     }
     free(dirs);
     return rc;

@@ -9,6 +9,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+void gf_path_dir(const char *path, char *out, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(out, cap, ".");
+        return;
+    }
+    size_t n = (size_t)(slash - path);
+    if (n == 0) n = 1; /* "/x.ini" */
+    if (n >= cap) n = cap - 1;
+    memcpy(out, path, n);
+    out[n] = 0;
+}
+
 gf_status gf_mkdir_p(const char *dir) {
     char tmp[4096];
     size_t n = strlen(dir);

@@ -1,4 +1,5 @@
-/* recipe.c — INI recipes through inih into gf_recipe, driven by the schema table. */
+/* recipe.c — INI recipes through inih into gf_recipe, driven by the schema table (the parser;
+ * recipe_write.c writes the resolved text, recipe_doc.c docs/recipe-keys.md). */
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -9,7 +10,8 @@
 #include <string.h>
 
 #include "recipe/recipe_internal.h"
-#include "gflow/version.h"
+#include "gflow/fs.h"
+#include "gflow/ini.h"
 
 #define ORIGIN_MAX (GF_RECIPE_STR + 64)
 #define MAX_DEPTH 16
@@ -35,17 +37,13 @@ typedef struct entry {
  * the handler checks structure and collects entries. */
 typedef struct file_ctx {
     const char *name;
-    FILE *f;                   /* file source, or */
-    const char *text;          /* text source (advanced as read) */
-    int lineno;
+    gf_ini_lines src;          /* the file or text, line by line */
     int err_line;              /* first error recorded by us (0 = none) */
     gf_status err_code;
     char err[512];
     int seen_line[GF_RECIPE_MAX_KEYS];        /* line where each key was set in this file */
     entry *entries;
     int n_entries;
-    char *linebuf;
-    size_t linecap;
 } file_ctx;
 
 static int find_section(const char *s) {
@@ -69,9 +67,9 @@ static void fc_error(file_ctx *fc, gf_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fc_error(file_ctx *fc, gf_status code, const char *fmt, ...) {
     if (fc->err_line) return; /* keep the first */
-    fc->err_line = fc->lineno;
+    fc->err_line = fc->src.lineno;
     fc->err_code = code;
-    int k = snprintf(fc->err, sizeof fc->err, "%s:%d: ", fc->name, fc->lineno);
+    int k = snprintf(fc->err, sizeof fc->err, "%s:%d: ", fc->name, fc->src.lineno);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(fc->err + k, sizeof fc->err - (size_t)k, fmt, ap);
@@ -90,8 +88,8 @@ static int parse_i64(const char *s, int64_t *out) {
     return 1;
 }
 
-static const char *fmt_double(double x, char *buf, size_t cap) {
-    /* shortest text that reads back to the same double */
+/* shortest text that reads back to the same double */
+const char *gf_recipe_fmt_double(double x, char *buf, size_t cap) {
     for (int p = 1; p <= 17; p++) {
         snprintf(buf, cap, "%.*g", p, x);
         if (strtod(buf, NULL) == x) break;
@@ -104,25 +102,20 @@ static int check_bounds(const gf_recipe_key *k, double v, char *msg, size_t cap,
     if (k->flags & GF_RK_MIN) {
         int excl = (k->flags & GF_RK_MIN_EXCL) != 0;
         if (excl ? !(v > k->lo) : !(v >= k->lo)) {
-            snprintf(msg, cap, "must be %s %s, got %s", excl ? ">" : ">=", fmt_double(k->lo, b, sizeof b), got);
+            snprintf(msg, cap, "must be %s %s, got %s", excl ? ">" : ">=",
+                     gf_recipe_fmt_double(k->lo, b, sizeof b), got);
             return 0;
         }
     }
     if (k->flags & GF_RK_MAX) {
         int excl = (k->flags & GF_RK_MAX_EXCL) != 0;
         if (excl ? !(v < k->hi) : !(v <= k->hi)) {
-            snprintf(msg, cap, "must be %s %s, got %s", excl ? "<" : "<=", fmt_double(k->hi, b, sizeof b), got);
+            snprintf(msg, cap, "must be %s %s, got %s", excl ? "<" : "<=",
+                     gf_recipe_fmt_double(k->hi, b, sizeof b), got);
             return 0;
         }
     }
     return 1;
-}
-
-static char *trim(char *s) {
-    while (*s == ' ' || *s == '\t') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = 0;
-    return s;
 }
 
 /* Parse `text` for key k into the recipe; on failure write the reason (no location) to msg. */
@@ -204,12 +197,12 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
             return 0;
         }
         strcpy(buf, text);
-        char *s = trim(buf);
+        char *s = gf_ini_trim(buf);
         if (*s) {
             for (char *tok = s;;) {
                 char *comma = strchr(tok, ',');
                 if (comma) *comma = 0;
-                char *t = trim(tok);
+                char *t = gf_ini_trim(tok);
                 int64_t v;
                 if (!*t) {
                     snprintf(msg, cap, "empty entry in list '%s'", text);
@@ -245,52 +238,13 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
 
 /* ---- inih plumbing ---- */
 
-static int is_ws(char c) { return c == ' ' || c == '\t'; }
-
-/* Next physical line into fc->linebuf (no newline). 0 at end. */
-static int read_line(file_ctx *fc) {
-    if (fc->f) {
-        ssize_t n = getline(&fc->linebuf, &fc->linecap, fc->f);
-        if (n < 0) return 0;
-        return 1;
-    }
-    if (!fc->text || !*fc->text) return 0;
-    const char *nl = strchr(fc->text, '\n');
-    size_t n = nl ? (size_t)(nl - fc->text) : strlen(fc->text);
-    if (n + 1 > fc->linecap) {
-        char *b = realloc(fc->linebuf, n + 1);
-        if (!b) return 0;
-        fc->linebuf = b;
-        fc->linecap = n + 1;
-    }
-    memcpy(fc->linebuf, fc->text, n);
-    fc->linebuf[n] = 0;
-    fc->text += nl ? n + 1 : n;
-    return 1;
-}
-
-/* inih reader: strips CR/LF, a BOM, leading indentation (so nothing is a
- * continuation line) and inline comments ('#' or ';' after whitespace; the
- * Debian build of inih strips only ';'), rejects over-long lines and unknown
+/* inih reader: lines cleaned by gf_ini_next_line; rejects over-long lines and unknown
  * section headers (inih reports no event for an empty section). */
 static char *reader(char *str, int num, void *stream) {
     file_ctx *fc = stream;
-    if (!read_line(fc)) return NULL;
-    fc->lineno++;
-    char *s = fc->linebuf;
-    size_t n = strcspn(s, "\r\n");
-    s[n] = 0;
-    if (fc->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
-        (unsigned char)s[2] == 0xBF)
-        s += 3;
-    while (is_ws(*s)) s++;
-    for (char *c = s; *c; c++)
-        if ((*c == '#' || *c == ';') && (c == s || is_ws(c[-1]))) {
-            *c = 0;
-            break;
-        }
-    n = strlen(s);
-    while (n && is_ws(s[n - 1])) s[--n] = 0;
+    char *s = gf_ini_next_line(&fc->src);
+    if (!s) return NULL;
+    size_t n = strlen(s);
     if (n + 2 > (size_t)num) {
         fc_error(fc, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
         snprintf(str, (size_t)num, "[\n"); /* make inih flag this line */
@@ -304,7 +258,7 @@ static char *reader(char *str, int num, void *stream) {
             if (len >= sizeof name) len = sizeof name - 1;
             memcpy(name, s + 1, len);
             name[len] = 0;
-            char *t = trim(name);
+            char *t = gf_ini_trim(name);
             if (find_section(t) < 0) {
                 fc_error(fc, GF_E_PARSE, "unknown section [%s] (known: %s)", t, known_sections());
                 snprintf(str, (size_t)num, "[\n");
@@ -337,14 +291,14 @@ static int handler(void *user, const char *section, const char *name, const char
                  fc->seen_line[k]);
         return 0;
     }
-    fc->seen_line[k] = fc->lineno;
+    fc->seen_line[k] = fc->src.lineno;
     if (fc->n_entries == MAX_ENTRIES) {
         fc_error(fc, GF_E_PARSE, "too many keys");
         return 0;
     }
     entry *e = &fc->entries[fc->n_entries++];
     e->key = k;
-    e->line = fc->lineno;
+    e->line = fc->src.lineno;
     size_t vl = strlen(value);
     if (vl >= sizeof e->value) vl = sizeof e->value - 1; /* reader caps lines well below */
     memcpy(e->value, value, vl);
@@ -364,19 +318,6 @@ static gf_status open_and_apply(resolve_ctx *rc, const char *path) {
     return s;
 }
 
-static void dir_of(const char *path, char *out, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(out, cap, ".");
-        return;
-    }
-    size_t n = (size_t)(slash - path);
-    if (n == 0) n = 1; /* "/x.ini" */
-    if (n >= cap) n = cap - 1;
-    memcpy(out, path, n);
-    out[n] = 0;
-}
-
 static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const char *text) {
     file_ctx *fc = calloc(1, sizeof *fc);
     entry *entries = calloc(MAX_ENTRIES, sizeof *entries);
@@ -386,8 +327,8 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
         return gf_error_set(GF_E_NOMEM, "%s: out of memory", name);
     }
     fc->name = name;
-    fc->f = f;
-    fc->text = text;
+    fc->src.f = f;
+    fc->src.text = text;
     fc->entries = entries;
     gf_status st = GF_OK;
     int ret = ini_parse_stream(reader, fc, handler, fc);
@@ -404,7 +345,7 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
     } else if (f && ferror(f)) {
         st = gf_error_set(GF_E_IO, "%s: read error", name);
     }
-    free(fc->linebuf);
+    gf_ini_lines_free(&fc->src);
 
     /* the base first, so this file's keys override it */
     for (int i = 0; st == GF_OK && i < fc->n_entries; i++) {
@@ -417,7 +358,7 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
         if (v[0] == '/') {
             plen = snprintf(path, sizeof path, "%s", v);
         } else {
-            dir_of(name, dir, sizeof dir);
+            gf_path_dir(name, dir, sizeof dir);
             plen = snprintf(path, sizeof path, "%s/%s", dir, v);
         }
         if (plen < 0 || plen >= (int)sizeof path) {
@@ -471,11 +412,11 @@ static gf_status apply_set(resolve_ctx *rc, const char *arg) {
     char *eq = strchr(buf, '=');
     if (!eq) return gf_error_set(GF_E_INVALID, "--set %s: expected section.key=value (no '=')", arg);
     *eq = 0;
-    char *lhs = trim(buf), *value = trim(eq + 1);
+    char *lhs = gf_ini_trim(buf), *value = gf_ini_trim(eq + 1);
     char *dot = strchr(lhs, '.');
     if (!dot) return gf_error_set(GF_E_INVALID, "--set %s: expected section.key=value (no section)", arg);
     *dot = 0;
-    char *section = trim(lhs), *key = trim(dot + 1);
+    char *section = gf_ini_trim(lhs), *key = gf_ini_trim(dot + 1);
     if (find_section(section) < 0)
         return gf_error_set(GF_E_INVALID, "--set %s: unknown section [%s] (known: %s)", arg, section,
                             known_sections());
@@ -617,63 +558,6 @@ gf_status gf_recipe_parse_text(const char *text, const char *name, const char *c
     return resolve(NULL, text, name ? name : "<text>", sets, n_sets, out);
 }
 
-/* ---- writing ---- */
-
-static void value_text(const gf_recipe *r, const gf_recipe_key *k, char *buf, size_t cap) {
-    const void *field = (const char *)r + k->offset;
-    switch (k->type) {
-    case GF_RK_INT: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field); return;
-    case GF_RK_FLOAT: fmt_double(*(const double *)field, buf, cap); return;
-    case GF_RK_BOOL: snprintf(buf, cap, "%s", *(const bool *)field ? "true" : "false"); return;
-    case GF_RK_STRING: snprintf(buf, cap, "%s", (const char *)field); return;
-    case GF_RK_ENUM: {
-        int v = *(const int *)field;
-        for (const gf_rk_enum_val *e = k->enums; e->name; e++)
-            if (e->value == v) {
-                snprintf(buf, cap, "%s", e->name);
-                return;
-            }
-        GF_ASSERT(0, "%s.%s: enum value %d not in schema", k->section, k->key, v);
-        return;
-    }
-    case GF_RK_INT_LIST: {
-        const gf_int_list *l = field;
-        size_t w = 0;
-        buf[0] = 0;
-        for (int64_t i = 0; i < l->n && w < cap; i++)
-            w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? "," : "", (long long)l->v[i]);
-        return;
-    }
-    case GF_RK_BASE: buf[0] = 0; return;
-    }
-}
-
-gf_status gf_recipe_resolved_text(const gf_recipe *r, char **out) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return gf_error_set(GF_E_NOMEM, "recipe: open_memstream failed");
-    fprintf(f, "# resolved gflow recipe: every key, defaults included (gflow %s)\n", gf_build_id());
-    const char *cur = "";
-    for (int i = 0; i < gf_recipe_n_keys; i++) {
-        const gf_recipe_key *k = &gf_recipe_schema[i];
-        if (k->type == GF_RK_BASE) continue;
-        if (strcmp(cur, k->section) != 0) {
-            fprintf(f, "%s[%s]\n", i ? "\n" : "", k->section);
-            cur = k->section;
-        }
-        char v[GF_RECIPE_STR * 2];
-        value_text(r, k, v, sizeof v);
-        fprintf(f, v[0] ? "%s = %s\n" : "%s =%s\n", k->key, v);
-    }
-    if (fclose(f) != 0 || !buf) {
-        free(buf);
-        return gf_error_set(GF_E_NOMEM, "recipe: writing resolved text failed");
-    }
-    *out = buf;
-    return GF_OK;
-}
-
 int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b) {
     for (int i = 0; i < gf_recipe_n_keys; i++) {
         const gf_recipe_key *k = &gf_recipe_schema[i];
@@ -695,71 +579,6 @@ int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b) {
         if (!eq) return 0;
     }
     return 1;
-}
-
-static const char *type_name(gf_rk_type t) {
-    switch (t) {
-    case GF_RK_INT: return "int";
-    case GF_RK_FLOAT: return "float";
-    case GF_RK_BOOL: return "bool";
-    case GF_RK_STRING: return "string";
-    case GF_RK_ENUM: return "enum";
-    case GF_RK_INT_LIST: return "int list";
-    case GF_RK_BASE: return "path";
-    }
-    return "?";
-}
-
-void gf_recipe_write_keys_md(FILE *f) {
-    fputs("# Recipe keys\n\n"
-          "<!-- Generated by gf_recipe_write_keys_md() from the schema in src/recipe/schema.c; do not edit.\n"
-          "     The unit test recipe_keys_doc_up_to_date fails when this file is stale and writes the\n"
-          "     fresh text next to its scratch files. -->\n\n"
-          "A recipe is an INI file: `[section]` headers and `key = value` lines. Comments start with `#`\n"
-          "or `;` at the beginning of a line, or after whitespace anywhere in a line. CRLF line ends\n"
-          "are accepted. Unknown sections or keys, a key given twice in one file, and a value of the\n"
-          "wrong type or out of range are errors that name the file, line and key.\n\n"
-          "Order of application: schema defaults, then `[run] base` (another recipe, applied\n"
-          "recursively; cycles are errors), then the file's own keys, then each\n"
-          "`--set section.key=value` on the command line (later ones win). Then required keys are\n"
-          "checked, derived defaults are filled in (split files per dataset, `max_len`,\n"
-          "`classifier_hidden`, `[eval] batch_size`) and cross-key rules are checked:\n"
-          "`r <= d_model` (grassmann), `d_model % heads == 0` (transformer), `offset_schedule` has\n"
-          "`n_layers` entries when set, `max_len >= seq_len`, `min_lr <= lr`, not both `eval_every` and `evals_per_epoch`.\n\n"
-          "The resolved recipe (every key, `base` omitted) is printed at training start and stored\n"
-          "in checkpoints. Bools accept true/false, 1/0, yes/no, on/off. Strings may not contain\n"
-          "`#`, `;` or control characters. Int lists are comma-separated (`1,2,4`), empty for none.\n",
-          f);
-    for (int s = 0; gf_recipe_sections[s]; s++) {
-        fprintf(f, "\n## [%s]\n\n%s\n\n", gf_recipe_sections[s], gf_recipe_section_docs[s]);
-        fputs("| key | type | default | allowed | description |\n|---|---|---|---|---|\n", f);
-        for (int i = 0; i < gf_recipe_n_keys; i++) {
-            const gf_recipe_key *k = &gf_recipe_schema[i];
-            if (strcmp(k->section, gf_recipe_sections[s]) != 0) continue;
-            char def[GF_RECIPE_STR + 8], allowed[256] = "", b[40];
-            if (!k->def)
-                snprintf(def, sizeof def, "**required**");
-            else if (!k->def[0])
-                snprintf(def, sizeof def, "(empty)");
-            else
-                snprintf(def, sizeof def, "`%s`", k->def);
-            size_t w = 0;
-            if (k->type == GF_RK_ENUM)
-                for (const gf_rk_enum_val *e = k->enums; e->name; e++)
-                    w += (size_t)snprintf(allowed + w, sizeof allowed - w, "%s`%s`", e == k->enums ? "" : " \\| ",
-                                          e->name);
-            const char *each = k->type == GF_RK_INT_LIST ? "each " : "";
-            if (k->flags & GF_RK_MIN)
-                w += (size_t)snprintf(allowed + w, sizeof allowed - w, "%s%s %s", each,
-                                      (k->flags & GF_RK_MIN_EXCL) ? ">" : ">=", fmt_double(k->lo, b, sizeof b));
-            if (k->flags & GF_RK_MAX)
-                w += (size_t)snprintf(allowed + w, sizeof allowed - w, "%s%s %s", (k->flags & GF_RK_MIN) ? ", " : each,
-                                      (k->flags & GF_RK_MAX_EXCL) ? "<" : "<=", fmt_double(k->hi, b, sizeof b));
-            if (k->flags & GF_RK_NONEMPTY)
-                snprintf(allowed + w, sizeof allowed - w, "%snon-empty", w ? ", " : "");
-            fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->key, type_name(k->type), def, allowed, k->doc);
-        }
-    }
 }
 
 const char *gf_recipe_data_dir(const gf_recipe *r) {

@@ -1,0 +1,26 @@
+/* gflow/ini.h — the line source that recipes and ablation files give inih: each physical line
+ * read from a file or a string and cleaned the same way, so both formats share one set of
+ * comment and whitespace rules. */
+#ifndef GFLOW_INI_H
+#define GFLOW_INI_H
+
+#include <stdio.h>
+
+typedef struct gf_ini_lines {
+    FILE *f;          /* file source, or */
+    const char *text; /* text source (advanced as read) */
+    int lineno;       /* of the line last returned (1-based) */
+    char *buf;
+    size_t cap;
+} gf_ini_lines;
+
+/* The next line with its CR/LF, a UTF-8 BOM on line 1, its indentation (so nothing is a
+ * continuation line), an inline comment ('#' or ';' at the start or after whitespace; the
+ * Debian build of inih strips only ';') and trailing whitespace removed. NULL at the end. */
+char *gf_ini_next_line(gf_ini_lines *l);
+void gf_ini_lines_free(gf_ini_lines *l);
+
+/* Strip spaces and tabs at both ends, in place. */
+char *gf_ini_trim(char *s);
+
+#endif

@@ -1,0 +1,41 @@
+/* gflow/rundir.h — reading what a training run leaves in its directory (summary.tsv,
+ * metrics.tsv), and gnuplot for the plots drawn next to it. Shared by `gflow compare`, the
+ * ablation report and the probes. */
+#ifndef GFLOW_RUNDIR_H
+#define GFLOW_RUNDIR_H
+
+#include "gflow/error.h"
+
+#define GF_RUN_SUMMARY_MAX 64 /* key/value pairs kept; summary.tsv holds about 25 */
+
+/* <run_dir>/summary.tsv (written when a run finishes): key<TAB>value lines, in file order. */
+typedef struct gf_run_summary {
+    int n;
+    struct { char key[64]; char val[512]; } kv[GF_RUN_SUMMARY_MAX];
+} gf_run_summary;
+
+/* Read <dir>/summary.tsv; returns the number of pairs (0 when there is none: run unfinished). */
+int gf_run_summary_read(const char *dir, gf_run_summary *s);
+/* The value of key (the first when repeated), NULL when absent. */
+const char *gf_run_summary_get(const gf_run_summary *s, const char *key);
+/* The value of key as a number; NAN when absent or not a number. */
+double gf_run_summary_num(const gf_run_summary *s, const char *key);
+
+/* One row of <run_dir>/metrics.tsv: step, epoch, split, loss, ppl, ppl_word, acc ("-" where
+ * not measured), as text where the callers compare text. */
+typedef struct gf_metrics_row {
+    long long step, epoch;
+    char split[16], loss[32], ppl[32], ppl_word[32], acc[32];
+    int n_fields; /* leading fields parsed: 5 or more for an evaluation row */
+} gf_metrics_row;
+
+/* Call fn for every line of <dir>/metrics.tsv that starts with step and epoch (the header and
+ * torn lines are skipped); returns 0 when there is no metrics.tsv, else 1. */
+int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
+
+/* Feed `script` to gnuplot, its messages to stdout (discarded when quiet). GF_E_EXTERNAL when it
+ * cannot start ("cannot run gnuplot[ for WHAT]: why") or fails ("gnuplot failed[ writing WHAT]
+ * (HINT)"); what may be NULL. */
+gf_status gf_gnuplot(const char *script, int quiet, const char *what, const char *hint);
+
+#endif
