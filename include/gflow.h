@@ -18,10 +18,12 @@
 #include "gflow/optim.h"
 #include "gflow/data.h"
 #include "gflow/tokenizer.h"
+#include "gflow/ini.h"
 #include "gflow/recipe.h"
 #include "gflow/checkpoint.h"
 #include "gflow/safetensors.h"
 #include "gflow/train.h"
+#include "gflow/rundir.h"
 #include "gflow/ablate.h"
 #include "gflow/probe.h"
 #endif

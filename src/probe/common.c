@@ -1,5 +1,6 @@
 /* common.c — opening a run for probing, output paths, gnuplot, prompt-pair files. */
 #include "probe_internal.h"
+#include "gflow/rundir.h"
 #include <ctype.h>
 #include <math.h>
 #include <errno.h>
@@ -41,12 +42,7 @@ gf_status gf_probe_fopen(const char *path, FILE **f) {
 }
 
 gf_status gf_probe_gnuplot(const char *script, const char *what) {
-    FILE *g = popen("gnuplot 2>&1", "w");
-    if (!g) return gf_error_set(GF_E_EXTERNAL, "cannot run gnuplot for %s: %s", what, strerror(errno));
-    fputs(script, g);
-    if (pclose(g) != 0)
-        return gf_error_set(GF_E_EXTERNAL, "gnuplot failed writing %s (is gnuplot-nox installed? --no-plot skips it)", what);
-    return GF_OK;
+    return gf_gnuplot(script, 0, what, "is gnuplot-nox installed? --no-plot skips it");
 }
 
 gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opts *o, int64_t windows) {
