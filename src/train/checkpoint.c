@@ -233,6 +233,80 @@ static void shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape) {
 
 /* ---------------------------------------------------------------- save */
 
+static const unsigned char ck_zeros[CK_ALIGN] = {0};
+
+/* metadata records: recipe, rng, loader, optim, then "kv:KEY" pairs */
+static gf_status put_meta(ck_buf *b, const gf_ckpt_meta *meta, const char *path) {
+    if (!meta) return GF_OK;
+    if (meta->recipe) buf_record(b, "recipe", 6, meta->recipe, strlen(meta->recipe));
+    if (meta->rng.size) buf_record(b, "rng", 3, meta->rng.data, meta->rng.size);
+    if (meta->loader.size) buf_record(b, "loader", 6, meta->loader.data, meta->loader.size);
+    if (meta->optim.size) buf_record(b, "optim", 5, meta->optim.data, meta->optim.size);
+    for (int64_t i = 0; i < meta->n_kv; i++) {
+        char name[4096];
+        int nn = snprintf(name, sizeof name, "kv:%s", meta->keys[i]);
+        if (nn < 0 || (size_t)nn >= sizeof name)
+            return gf_error_set(GF_E_INVALID, "%s: metadata key too long: %.64s...", path, meta->keys[i]);
+        buf_record(b, name, (size_t)nn, meta->vals[i], strlen(meta->vals[i]));
+    }
+    return GF_OK;
+}
+
+/* tensor table: every parameter in each group, in block order */
+static void put_table(ck_buf *b, const gf_params *p, uint64_t sec_stride) {
+    buf_u64(b, (uint64_t)(CK_NGROUPS * p->n_items));
+    for (int g = 0; g < CK_NGROUPS; g++) {
+        for (int64_t i = 0; i < p->n_items; i++) {
+            const gf_param *it = p->items[i];
+            size_t nn = strlen(it->name);
+            buf_u32(b, (uint32_t)nn);
+            buf_put(b, it->name, nn);
+            buf_u8(b, (uint8_t)g);
+            buf_u8(b, (uint8_t)it->kind);
+            buf_u16(b, (uint16_t)it->t.ndim);
+            for (int32_t d = 0; d < it->t.ndim; d++) buf_u64(b, (uint64_t)it->t.shape[d]);
+            buf_u64(b, (uint64_t)g * sec_stride + (uint64_t)it->offset * sizeof(float));
+            buf_u64(b, (uint64_t)gf_tensor_numel(&it->t) * sizeof(float));
+        }
+    }
+}
+
+/* header bytes b (freed here), the three arrays (sec bytes each, padded to sec_stride between
+ * them) and the CRC trailer, written atomically */
+static gf_status write_all(const char *path, ck_buf *b, const gf_params *p, size_t sec, uint64_t sec_stride,
+                           uint64_t file_size) {
+    gf_atomic_file af;
+    gf_status s = gf_atomic_open(&af, path);
+    if (s != GF_OK) {
+        free(b->p);
+        return s;
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
+    size_t pad = (size_t)(sec_stride - sec);
+
+    crc = crc_update(crc, b->p, b->n);
+    s = gf_atomic_write(&af, b->p, b->n);
+    free(b->p);
+    for (int g = 0; g < CK_NGROUPS && s == GF_OK; g++) {
+        crc = crc_update(crc, arrays[g], sec);
+        s = gf_atomic_write(&af, arrays[g], sec);
+        if (s == GF_OK && g + 1 < CK_NGROUPS && pad) {
+            crc = crc_update(crc, ck_zeros, pad);
+            s = gf_atomic_write(&af, ck_zeros, pad);
+        }
+    }
+    if (s != GF_OK) return s; /* the writer already removed the tmp file */
+    unsigned char trailer[CK_TRAILER_SIZE] = {0};
+    memcpy(trailer, CK_END_MAGIC, 8);
+    crc = crc_update(crc, trailer, 8);
+    enc_u32(trailer + 8, (uint32_t)crc);
+    GF_TRY(gf_atomic_write(&af, trailer, sizeof trailer));
+    GF_ASSERT(af.written == file_size, "checkpoint size %llu != planned %llu",
+              (unsigned long long)af.written, (unsigned long long)file_size);
+    return gf_atomic_commit(&af);
+}
+
 gf_status gf_ckpt_save(const char *path, const gf_params *p, const gf_ckpt_meta *meta) {
     GF_ASSERT(p->allocated, "gf_ckpt_save(%s): parameter block not allocated", path);
     const size_t sec = (size_t)p->n * sizeof(float);     /* bytes of one array */
@@ -241,48 +315,18 @@ gf_status gf_ckpt_save(const char *path, const gf_params *p, const gf_ckpt_meta 
     ck_buf b = {0};
     unsigned char zero_hdr[CK_HEADER_SIZE] = {0};
     buf_put(&b, zero_hdr, sizeof zero_hdr); /* patched below */
-
-    /* metadata records */
     size_t meta_begin = b.n;
-    if (meta) {
-        if (meta->recipe) buf_record(&b, "recipe", 6, meta->recipe, strlen(meta->recipe));
-        if (meta->rng.size) buf_record(&b, "rng", 3, meta->rng.data, meta->rng.size);
-        if (meta->loader.size) buf_record(&b, "loader", 6, meta->loader.data, meta->loader.size);
-        if (meta->optim.size) buf_record(&b, "optim", 5, meta->optim.data, meta->optim.size);
-        for (int64_t i = 0; i < meta->n_kv; i++) {
-            char name[4096];
-            int nn = snprintf(name, sizeof name, "kv:%s", meta->keys[i]);
-            if (nn < 0 || (size_t)nn >= sizeof name) {
-                free(b.p);
-                return gf_error_set(GF_E_INVALID, "%s: metadata key too long: %.64s...", path,
-                                    meta->keys[i]);
-            }
-            buf_record(&b, name, (size_t)nn, meta->vals[i], strlen(meta->vals[i]));
-        }
+    gf_status ms = put_meta(&b, meta, path);
+    if (ms != GF_OK) {
+        free(b.p);
+        return ms;
     }
     size_t meta_size = b.n - meta_begin;
-
-    /* tensor table: every parameter in each group, in block order */
     size_t table_begin = b.n;
-    buf_u64(&b, (uint64_t)(CK_NGROUPS * p->n_items));
-    for (int g = 0; g < CK_NGROUPS; g++) {
-        for (int64_t i = 0; i < p->n_items; i++) {
-            const gf_param *it = p->items[i];
-            size_t nn = strlen(it->name);
-            buf_u32(&b, (uint32_t)nn);
-            buf_put(&b, it->name, nn);
-            buf_u8(&b, (uint8_t)g);
-            buf_u8(&b, (uint8_t)it->kind);
-            buf_u16(&b, (uint16_t)it->t.ndim);
-            for (int32_t d = 0; d < it->t.ndim; d++) buf_u64(&b, (uint64_t)it->t.shape[d]);
-            buf_u64(&b, (uint64_t)g * sec_stride + (uint64_t)it->offset * sizeof(float));
-            buf_u64(&b, (uint64_t)gf_tensor_numel(&it->t) * sizeof(float));
-        }
-    }
+    put_table(&b, p, sec_stride);
     size_t table_size = b.n - table_begin;
     uint64_t blob_offset = align_up(b.n, CK_ALIGN);
-    static const unsigned char zeros[CK_ALIGN] = {0};
-    buf_put(&b, zeros, (size_t)(blob_offset - b.n));
+    buf_put(&b, ck_zeros, (size_t)(blob_offset - b.n));
     if (b.oom) {
         free(b.p);
         return gf_error_set(GF_E_NOMEM, "%s: out of memory building the checkpoint header", path);
@@ -299,37 +343,7 @@ gf_status gf_ckpt_save(const char *path, const gf_params *p, const gf_ckpt_meta 
     enc_u64(b.p + 40, meta_size);
     enc_u64(b.p + 48, table_size);
     enc_u64(b.p + 56, blob_offset);
-
-    gf_atomic_file af;
-    gf_status s = gf_atomic_open(&af, path);
-    if (s != GF_OK) {
-        free(b.p);
-        return s;
-    }
-    uLong crc = crc32(0L, Z_NULL, 0);
-    const float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
-    size_t pad = (size_t)(sec_stride - sec);
-
-    crc = crc_update(crc, b.p, b.n);
-    s = gf_atomic_write(&af, b.p, b.n);
-    free(b.p);
-    for (int g = 0; g < CK_NGROUPS && s == GF_OK; g++) {
-        crc = crc_update(crc, arrays[g], sec);
-        s = gf_atomic_write(&af, arrays[g], sec);
-        if (s == GF_OK && g + 1 < CK_NGROUPS && pad) {
-            crc = crc_update(crc, zeros, pad);
-            s = gf_atomic_write(&af, zeros, pad);
-        }
-    }
-    if (s != GF_OK) return s; /* the writer already removed the tmp file */
-    unsigned char trailer[CK_TRAILER_SIZE] = {0};
-    memcpy(trailer, CK_END_MAGIC, 8);
-    crc = crc_update(crc, trailer, 8);
-    enc_u32(trailer + 8, (uint32_t)crc);
-    GF_TRY(gf_atomic_write(&af, trailer, sizeof trailer));
-    GF_ASSERT(af.written == file_size, "checkpoint size %llu != planned %llu",
-              (unsigned long long)af.written, (unsigned long long)file_size);
-    return gf_atomic_commit(&af);
+    return write_all(path, &b, p, sec, sec_stride, file_size);
 }
 
 /* ---------------------------------------------------------------- load */
@@ -361,11 +375,8 @@ static void ck_close(ck_file *f) {
     f->ents = NULL;
 }
 
-/* Map the file and verify everything that does not need the model: magic, version,
- * length, end marker, CRC, and the structure of the metadata and the table. */
-static gf_status ck_open(const char *path, ck_file *f) {
-    memset(f, 0, sizeof *f);
-    f->path = path;
+/* Map the file read-only into f->base / f->size. */
+static gf_status ck_map(const char *path, ck_file *f) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -389,45 +400,47 @@ static gf_status ck_open(const char *path, ck_file *f) {
     if (base == MAP_FAILED) return gf_error_set(GF_E_IO, "%s: cannot map: %s", path, strerror(e));
     f->base = base;
     f->size = size;
+    return GF_OK;
+}
+
+/* The frame of the mapped file: magic, size, version, length, end marker and CRC. */
+static gf_status ck_check_frame(const ck_file *f) {
+    const char *path = f->path;
     const unsigned char *h = f->base;
-    gf_status s = GF_OK;
-    if (memcmp(h, GF_CKPT_MAGIC, 8) != 0) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: not a gflow checkpoint (bad magic; expected %s)", path,
-                         GF_CKPT_MAGIC);
-        goto fail;
-    }
-    if (size < CK_HEADER_SIZE + CK_TRAILER_SIZE) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: truncated checkpoint: %zu bytes, smaller than the "
-                         "header and trailer", path, size);
-        goto fail;
-    }
+    size_t size = f->size;
+    if (memcmp(h, GF_CKPT_MAGIC, 8) != 0)
+        return gf_error_set(GF_E_CORRUPT, "%s: not a gflow checkpoint (bad magic; expected %s)", path,
+                            GF_CKPT_MAGIC);
+    if (size < CK_HEADER_SIZE + CK_TRAILER_SIZE)
+        return gf_error_set(GF_E_CORRUPT, "%s: truncated checkpoint: %zu bytes, smaller than the "
+                            "header and trailer", path, size);
     uint32_t version = dec_u32(h + 8);
-    if (version != GF_CKPT_VERSION) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: unsupported checkpoint version %u (this build reads "
-                         "version %u)", path, version, GF_CKPT_VERSION);
-        goto fail;
-    }
+    if (version != GF_CKPT_VERSION)
+        return gf_error_set(GF_E_CORRUPT, "%s: unsupported checkpoint version %u (this build reads "
+                            "version %u)", path, version, GF_CKPT_VERSION);
     uint64_t file_size = dec_u64(h + 16);
-    if (file_size != size) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: %s checkpoint: header says %llu bytes, file has %zu",
-                         path, file_size > size ? "truncated" : "corrupt or oversized",
-                         (unsigned long long)file_size, size);
-        goto fail;
-    }
+    if (file_size != size)
+        return gf_error_set(GF_E_CORRUPT, "%s: %s checkpoint: header says %llu bytes, file has %zu",
+                            path, file_size > size ? "truncated" : "corrupt or oversized",
+                            (unsigned long long)file_size, size);
     const unsigned char *tr = h + size - CK_TRAILER_SIZE;
-    if (memcmp(tr, CK_END_MAGIC, 8) != 0) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: checkpoint end marker missing (torn or corrupt file)",
-                         path);
-        goto fail;
-    }
+    if (memcmp(tr, CK_END_MAGIC, 8) != 0)
+        return gf_error_set(GF_E_CORRUPT, "%s: checkpoint end marker missing (torn or corrupt file)",
+                            path);
     uint32_t stored = dec_u32(tr + 8);
     uint32_t crc = (uint32_t)crc_update(crc32(0L, Z_NULL, 0), h, size - 8);
-    if (stored != crc || dec_u32(tr + 12) != 0) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: checksum mismatch (stored %08x, computed %08x): the "
-                         "file is corrupt", path, stored, crc);
-        goto fail;
-    }
-    /* Past the CRC only a buggy writer produces a bad structure; check anyway. */
+    if (stored != crc || dec_u32(tr + 12) != 0)
+        return gf_error_set(GF_E_CORRUPT, "%s: checksum mismatch (stored %08x, computed %08x): the "
+                            "file is corrupt", path, stored, crc);
+    return GF_OK;
+}
+
+/* The section sizes and the tensor table into f->ents. Past the CRC only a buggy writer
+ * produces a bad structure; check anyway. */
+static gf_status ck_read_table(ck_file *f) {
+    const char *path = f->path;
+    const unsigned char *h = f->base;
+    size_t size = f->size;
     f->step = (int64_t)dec_u64(h + 24);
     f->epoch = (int64_t)dec_u64(h + 32);
     f->meta_size = dec_u64(h + 40);
@@ -437,20 +450,17 @@ static gf_status ck_open(const char *path, ck_file *f) {
     if (f->meta_size > room || f->table_size > room - f->meta_size ||
         f->blob_offset < CK_HEADER_SIZE + f->meta_size + f->table_size ||
         f->blob_offset > size - CK_TRAILER_SIZE || f->blob_offset % CK_ALIGN) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: bad section sizes in the checkpoint header", path);
-        goto fail;
+        return gf_error_set(GF_E_CORRUPT, "%s: bad section sizes in the checkpoint header", path);
     }
     uint64_t blob_size = size - CK_TRAILER_SIZE - f->blob_offset;
     ck_cur c = {h + CK_HEADER_SIZE + f->meta_size, (size_t)f->table_size, 0, 0};
     uint64_t count = cur_u64(&c);
     if (c.bad || count > f->table_size / 16) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: bad tensor table", path);
-        goto fail;
+        return gf_error_set(GF_E_CORRUPT, "%s: bad tensor table", path);
     }
     f->ents = calloc(count ? count : 1, sizeof *f->ents);
     if (!f->ents) {
-        s = gf_error_set(GF_E_NOMEM, "%s: out of memory reading the tensor table", path);
-        goto fail;
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory reading the tensor table", path);
     }
     for (uint64_t i = 0; i < count; i++) {
         ck_entry *en = &f->ents[i];
@@ -460,9 +470,8 @@ static gf_status ck_open(const char *path, ck_file *f) {
         en->kind = cur_u8(&c);
         en->ndim = cur_u16(&c);
         if (c.bad || en->ndim < 1 || en->ndim > GF_MAX_DIMS || en->group >= CK_NGROUPS) {
-            s = gf_error_set(GF_E_CORRUPT, "%s: bad tensor table entry %llu", path,
-                             (unsigned long long)i);
-            goto fail;
+            return gf_error_set(GF_E_CORRUPT, "%s: bad tensor table entry %llu", path,
+                                (unsigned long long)i);
         }
         uint64_t numel = 1;
         for (int32_t d = 0; d < en->ndim; d++) {
@@ -475,20 +484,27 @@ static gf_status ck_open(const char *path, ck_file *f) {
         en->nbytes = cur_u64(&c);
         if (c.bad || en->nbytes != numel * sizeof(float) || en->offset % sizeof(float) ||
             en->offset > blob_size || en->nbytes > blob_size - en->offset) {
-            s = gf_error_set(GF_E_CORRUPT, "%s: tensor table entry %llu (%.*s) is out of range", path,
-                             (unsigned long long)i, (int)(c.bad ? 0 : en->name_len),
-                             c.bad ? "" : en->name);
-            goto fail;
+            return gf_error_set(GF_E_CORRUPT, "%s: tensor table entry %llu (%.*s) is out of range", path,
+                                (unsigned long long)i, (int)(c.bad ? 0 : en->name_len),
+                                c.bad ? "" : en->name);
         }
         f->n_ents++;
     }
     if (c.pos != c.n) {
-        s = gf_error_set(GF_E_CORRUPT, "%s: tensor table has %zu trailing bytes", path, c.n - c.pos);
-        goto fail;
+        return gf_error_set(GF_E_CORRUPT, "%s: tensor table has %zu trailing bytes", path, c.n - c.pos);
     }
     return GF_OK;
-fail:
-    ck_close(f);
+}
+
+/* Map the file and verify everything that does not need the model: magic, version,
+ * length, end marker, CRC, and the structure of the metadata and the table. */
+static gf_status ck_open(const char *path, ck_file *f) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    GF_TRY(ck_map(path, f));
+    gf_status s = ck_check_frame(f);
+    if (s == GF_OK) s = ck_read_table(f);
+    if (s != GF_OK) ck_close(f);
     return s;
 }
 
