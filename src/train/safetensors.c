@@ -228,8 +228,8 @@ static gf_status check_layout(gf_safetensors_file *f) {
     return s;
 }
 
-gf_status gf_safetensors_read(const char *path, gf_safetensors_file **out) {
-    *out = NULL;
+/* Read the whole file into a fresh *out (data section 8-byte aligned); *hn gets the header size. */
+static gf_status load_bytes(const char *path, gf_safetensors_file **out, uint64_t *hn_out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -284,17 +284,22 @@ gf_status gf_safetensors_read(const char *path, gf_safetensors_file **out) {
     close(fd);
     f->data = file + 8 + hn;
     f->data_size = size - 8 - (size_t)hn;
+    *out = f;
+    *hn_out = hn;
+    return GF_OK;
+}
 
-    const char *hdr = (const char *)file + 8, *end = NULL;
+/* The JSON header (hn bytes before the data section) into f's tensors and metadata. */
+static gf_status parse_header(gf_safetensors_file *f, uint64_t hn) {
+    const char *path = f->path;
+    const char *hdr = (const char *)f->data - hn, *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hn, &end, 0);
     gf_status s = GF_OK;
     if (!root) {
         const char *ep = cJSON_GetErrorPtr();
         long at = (ep && ep >= hdr && ep <= hdr + hn) ? (long)(ep - hdr) : -1;
-        s = gf_error_set(GF_E_PARSE, "%s: header is not valid JSON (near byte %ld of %llu)", path,
-                         at, (unsigned long long)hn);
-        gf_safetensors_free(f);
-        return s;
+        return gf_error_set(GF_E_PARSE, "%s: header is not valid JSON (near byte %ld of %llu)", path,
+                            at, (unsigned long long)hn);
     }
     for (const char *q = end; q && q < hdr + hn; q++)
         if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') {
@@ -327,6 +332,15 @@ gf_status gf_safetensors_read(const char *path, gf_safetensors_file **out) {
         }
     }
     cJSON_Delete(root);
+    return s;
+}
+
+gf_status gf_safetensors_read(const char *path, gf_safetensors_file **out) {
+    *out = NULL;
+    gf_safetensors_file *f = NULL;
+    uint64_t hn = 0;
+    GF_TRY(load_bytes(path, &f, &hn));
+    gf_status s = parse_header(f, hn);
     if (s == GF_OK) s = check_layout(f);
     if (s != GF_OK) {
         gf_safetensors_free(f);
