@@ -118,6 +118,49 @@ static int check_bounds(const gf_recipe_key *k, double v, char *msg, size_t cap,
     return 1;
 }
 
+/* A comma-separated int list (bounds apply to each entry) into field. */
+static int set_int_list(void *field, const gf_recipe_key *k, const char *text, char *msg, size_t cap) {
+    gf_int_list l;
+    memset(&l, 0, sizeof l);
+    char buf[GF_RECIPE_STR * 2];
+    if (strlen(text) >= sizeof buf) {
+        snprintf(msg, cap, "list too long");
+        return 0;
+    }
+    strcpy(buf, text);
+    char *s = gf_ini_trim(buf);
+    if (*s) {
+        for (char *tok = s;;) {
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = 0;
+            char *t = gf_ini_trim(tok);
+            int64_t v;
+            if (!*t) {
+                snprintf(msg, cap, "empty entry in list '%s'", text);
+                return 0;
+            }
+            if (!parse_i64(t, &v)) {
+                snprintf(msg, cap, "not an integer list ('%s' in '%s')", t, text);
+                return 0;
+            }
+            if (!check_bounds(k, (double)v, msg, cap, t)) return 0;
+            if (l.n == GF_RECIPE_LIST_MAX) {
+                snprintf(msg, cap, "more than %d entries", GF_RECIPE_LIST_MAX);
+                return 0;
+            }
+            l.v[l.n++] = v;
+            if (!comma) break;
+            tok = comma + 1;
+        }
+    }
+    if (l.n == 0 && (k->flags & GF_RK_NONEMPTY)) {
+        snprintf(msg, cap, "must not be empty");
+        return 0;
+    }
+    memcpy(field, &l, sizeof l);
+    return 1;
+}
+
 /* Parse `text` for key k into the recipe; on failure write the reason (no location) to msg. */
 static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, char *msg, size_t cap) {
     void *field = (char *)r + k->offset;
@@ -188,47 +231,8 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
         if ((size_t)w < cap) snprintf(msg + w, cap - (size_t)w, ", got '%s'", text);
         return 0;
     }
-    case GF_RK_INT_LIST: {
-        gf_int_list l;
-        memset(&l, 0, sizeof l);
-        char buf[GF_RECIPE_STR * 2];
-        if (strlen(text) >= sizeof buf) {
-            snprintf(msg, cap, "list too long");
-            return 0;
-        }
-        strcpy(buf, text);
-        char *s = gf_ini_trim(buf);
-        if (*s) {
-            for (char *tok = s;;) {
-                char *comma = strchr(tok, ',');
-                if (comma) *comma = 0;
-                char *t = gf_ini_trim(tok);
-                int64_t v;
-                if (!*t) {
-                    snprintf(msg, cap, "empty entry in list '%s'", text);
-                    return 0;
-                }
-                if (!parse_i64(t, &v)) {
-                    snprintf(msg, cap, "not an integer list ('%s' in '%s')", t, text);
-                    return 0;
-                }
-                if (!check_bounds(k, (double)v, msg, cap, t)) return 0;
-                if (l.n == GF_RECIPE_LIST_MAX) {
-                    snprintf(msg, cap, "more than %d entries", GF_RECIPE_LIST_MAX);
-                    return 0;
-                }
-                l.v[l.n++] = v;
-                if (!comma) break;
-                tok = comma + 1;
-            }
-        }
-        if (l.n == 0 && (k->flags & GF_RK_NONEMPTY)) {
-            snprintf(msg, cap, "must not be empty");
-            return 0;
-        }
-        memcpy(field, &l, sizeof l);
-        return 1;
-    }
+    case GF_RK_INT_LIST:
+        return set_int_list(field, k, text, msg, cap);
     case GF_RK_BASE:
         break;
     }
@@ -318,6 +322,36 @@ static gf_status open_and_apply(resolve_ctx *rc, const char *path) {
     return s;
 }
 
+/* [run] base = v (line `line` of file `name`): the named recipe, relative to name's directory,
+ * applied first; cycles and too deep nesting are errors. */
+static gf_status apply_base(resolve_ctx *rc, const char *name, const char *v, int line) {
+    char path[PATH_MAX + GF_RECIPE_STR + 2], dir[PATH_MAX];
+    int plen;
+    if (v[0] == '/') {
+        plen = snprintf(path, sizeof path, "%s", v);
+    } else {
+        gf_path_dir(name, dir, sizeof dir);
+        plen = snprintf(path, sizeof path, "%s/%s", dir, v);
+    }
+    if (plen < 0 || plen >= (int)sizeof path)
+        return gf_error_set(GF_E_INVALID, "%s:%d: [run] base: path too long", name, line);
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return gf_error_set(errno == ENOENT ? GF_E_NOTFOUND : GF_E_IO, "%s:%d: [run] base: cannot open %s: %s",
+                            name, line, path, strerror(errno));
+    for (int d = 0; d < rc->depth; d++)
+        if (strcmp(rc->chain[d], real) == 0)
+            return gf_error_set(GF_E_INVALID, "%s:%d: [run] base: cycle (%s is already being loaded)", name, line,
+                                path);
+    if (rc->depth == MAX_DEPTH)
+        return gf_error_set(GF_E_INVALID, "%s:%d: [run] base: more than %d nested bases", name, line, MAX_DEPTH);
+    snprintf(rc->chain[rc->depth++], PATH_MAX, "%s", real);
+    gf_status st = open_and_apply(rc, path);
+    rc->depth--;
+    if (st != GF_OK) gf_error_wrap(st, "%s:%d: [run] base: ", name, line);
+    return st;
+}
+
 static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const char *text) {
     file_ctx *fc = calloc(1, sizeof *fc);
     entry *entries = calloc(MAX_ENTRIES, sizeof *entries);
@@ -348,46 +382,9 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
     gf_ini_lines_free(&fc->src);
 
     /* the base first, so this file's keys override it */
-    for (int i = 0; st == GF_OK && i < fc->n_entries; i++) {
-        const gf_recipe_key *k = &gf_recipe_schema[entries[i].key];
-        if (k->type != GF_RK_BASE) continue;
-        const char *v = entries[i].value;
-        if (!*v) continue;
-        char path[PATH_MAX + GF_RECIPE_STR + 2], dir[PATH_MAX];
-        int plen;
-        if (v[0] == '/') {
-            plen = snprintf(path, sizeof path, "%s", v);
-        } else {
-            gf_path_dir(name, dir, sizeof dir);
-            plen = snprintf(path, sizeof path, "%s/%s", dir, v);
-        }
-        if (plen < 0 || plen >= (int)sizeof path) {
-            st = gf_error_set(GF_E_INVALID, "%s:%d: [run] base: path too long", name, entries[i].line);
-            break;
-        }
-        char real[PATH_MAX];
-        if (!realpath(path, real)) {
-            st = gf_error_set(errno == ENOENT ? GF_E_NOTFOUND : GF_E_IO, "%s:%d: [run] base: cannot open %s: %s",
-                              name, entries[i].line, path, strerror(errno));
-            break;
-        }
-        for (int d = 0; d < rc->depth; d++)
-            if (strcmp(rc->chain[d], real) == 0) {
-                st = gf_error_set(GF_E_INVALID, "%s:%d: [run] base: cycle (%s is already being loaded)", name,
-                                  entries[i].line, path);
-                break;
-            }
-        if (st != GF_OK) break;
-        if (rc->depth == MAX_DEPTH) {
-            st = gf_error_set(GF_E_INVALID, "%s:%d: [run] base: more than %d nested bases", name,
-                              entries[i].line, MAX_DEPTH);
-            break;
-        }
-        snprintf(rc->chain[rc->depth++], PATH_MAX, "%s", real);
-        st = open_and_apply(rc, path);
-        rc->depth--;
-        if (st != GF_OK) gf_error_wrap(st, "%s:%d: [run] base: ", name, entries[i].line);
-    }
+    for (int i = 0; st == GF_OK && i < fc->n_entries; i++)
+        if (gf_recipe_schema[entries[i].key].type == GF_RK_BASE && entries[i].value[0])
+            st = apply_base(rc, name, entries[i].value, entries[i].line);
     for (int i = 0; st == GF_OK && i < fc->n_entries; i++) {
         const int ki = entries[i].key;
         const gf_recipe_key *k = &gf_recipe_schema[ki];
