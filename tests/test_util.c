@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 char *gf_test_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -43,4 +44,14 @@ void gf_test_write_corpus(const char *path, int lines, unsigned seed) {
                 obj[gf_rng_below(&r, 6)], subj[gf_rng_below(&r, 6)], verb[gf_rng_below(&r, 5)],
                 obj[gf_rng_below(&r, 6)]);
     fclose(f);
+}
+
+void gf_test_write_splits(const char *dir, int train_lines, int eval_lines) {
+    static const char *const split[3] = {"train", "valid", "test"};
+    mkdir(dir, 0755);
+    for (unsigned i = 0; i < 3; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s.txt", dir, split[i]);
+        gf_test_write_corpus(p, i ? eval_lines : train_lines, i + 1);
+    }
 }

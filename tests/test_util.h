@@ -13,5 +13,8 @@ int gf_test_write_file(const char *path, const void *data, size_t n);
 int gf_test_write_text(const char *path, const char *text);
 /* `lines` sentences of a small grammar (learnable structure), one per line, from `seed` */
 void gf_test_write_corpus(const char *path, int lines, unsigned seed);
+/* dir (created) with train.txt of train_lines and valid.txt, test.txt of eval_lines such
+ * sentences (seeds 1, 2, 3) */
+void gf_test_write_splits(const char *dir, int train_lines, int eval_lines);
 
 #endif

@@ -96,15 +96,9 @@ static void ensure_setup(void) {
     mkdir(g_root, 0755);
     char p[800];
     snprintf(p, sizeof p, "%s/data", g_root);
-    mkdir(p, 0755);
+    gf_test_write_splits(p, 600, 60);
     snprintf(p, sizeof p, "%s/runs", g_root);
     mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/data/train.txt", g_root);
-    gf_test_write_corpus(p, 600, 1);
-    snprintf(p, sizeof p, "%s/data/valid.txt", g_root);
-    gf_test_write_corpus(p, 60, 2);
-    snprintf(p, sizeof p, "%s/data/test.txt", g_root);
-    gf_test_write_corpus(p, 60, 3);
     snprintf(p, sizeof p, "%s/base.ini", g_root);
     FILE *f = fopen(p, "w");
     if (!f) return;

@@ -23,13 +23,7 @@ static const char *setup(void) {
     snprintf(p, sizeof p, "%s/studies", root);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/data", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/data/train.txt", root);
-    gf_test_write_corpus(p, 300, 1);
-    snprintf(p, sizeof p, "%s/data/valid.txt", root);
-    gf_test_write_corpus(p, 40, 2);
-    snprintf(p, sizeof p, "%s/data/test.txt", root);
-    gf_test_write_corpus(p, 40, 3);
+    gf_test_write_splits(p, 300, 40);
     char text[4096];
     snprintf(text, sizeof text,
              "[run]\nname = unused\nseed = 7\nout_dir = %s/unused\nthreads = 2\n"

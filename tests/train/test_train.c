@@ -14,16 +14,9 @@
 static const char *setup_data(void) {
     static char dir[600];
     snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
-    mkdir(dir, 0755);
     char p[700];
     snprintf(p, sizeof p, "%s/train.txt", dir);
-    if (access(p, F_OK) != 0) {
-        gf_test_write_corpus(p, 600, 1);
-        snprintf(p, sizeof p, "%s/valid.txt", dir);
-        gf_test_write_corpus(p, 60, 2);
-        snprintf(p, sizeof p, "%s/test.txt", dir);
-        gf_test_write_corpus(p, 60, 3);
-    }
+    if (access(p, F_OK) != 0) gf_test_write_splits(dir, 600, 60);
     return dir;
 }
 
