@@ -101,18 +101,4 @@ gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const flo
                           const float *hyp_mask, const int32_t *labels, int64_t B, int64_t Ls, gf_nli_out *out);
 void gf_nli_free(gf_nli *m);
 
-/* ---- ops used only by the NLI models (src/ops/<name>.c, listed in ops.def) ---- */
-
-/* Bidirectional windowed Grassmann mixing (see src/ops/plucker_window.c for the math):
- * z (B, L, R), mask (B, L) float (0 = padding) or NULL (all real), w (D, C(R,2)/heads), b (D)
- * -> g (B, L, D). Head h projects coordinates [h*Ph, (h+1)*Ph) to outputs [h*Dh, (h+1)*Dh). */
-gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_tensor *w, gf_tensor *b,
-                             int64_t window, int64_t stride, int64_t heads, float eps, int normalize);
-/* x (B, L, D), mask (B, L) non-negative weights -> (B, D) = Σ_t m x / Σ_t m (0 if Σ m = 0).
- * The mask is copied. */
-gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask);
-/* x (2B, D) = pooled premises (rows 0..B-1) over pooled hypotheses (rows B..2B-1)
- * -> (B, 4D) = [u; v; |u - v|; u ⊙ v]. */
-gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x);
-
 #endif

@@ -2,6 +2,7 @@
  * plus naive double-precision references for the fused ones (layernorm, cross-entropy). */
 #include "gf_test.h"
 #include "gradcheck.h"
+#include "test_only_ops.h"
 #include <string.h>
 
 static const int64_t S23[2] = {3, 5}, S5[1] = {5};
