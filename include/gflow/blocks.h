@@ -117,6 +117,8 @@ typedef struct gf_cfg_issue {
 
 /* Fill is (key, printf-style why) and return 1: `return gf_cfg_fail(is, "r", "must be ...")`. */
 int gf_cfg_fail(gf_cfg_issue *is, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A check's result as a status: GF_OK, or GF_E_INVALID "<what>: <key>: <why>". */
+gf_status gf_cfg_status(int bad, const gf_cfg_issue *is, const char *what);
 #define GF_CFG_NEED(cond, key, ...) do { if (!(cond)) return gf_cfg_fail(is, key, __VA_ARGS__); } while (0)
 
 /* Constraints of the block and of the shell around it (vocab, n_layers <= max_layers, max_len):

@@ -148,6 +148,10 @@ gf_tensor *gf_block_forward(gf_ctx *ctx, const gf_block_cfg *c, const gf_block *
     return c->family == GF_FAMILY_GRASSMANN ? gf_grassmann_block(ctx, c, b, x, in) : gf_transformer_block(ctx, c, b, x, in);
 }
 
+gf_status gf_cfg_status(int bad, const gf_cfg_issue *is, const char *what) {
+    return bad ? gf_error_set(GF_E_INVALID, "%s: %s: %s", what, is->key, is->why) : GF_OK;
+}
+
 int gf_cfg_fail(gf_cfg_issue *is, const char *key, const char *fmt, ...) {
     is->key = key;
     va_list ap;

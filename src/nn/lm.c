@@ -54,8 +54,7 @@ int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is) {
 
 gf_status gf_model_cfg_validate(const gf_model_cfg *c) {
     gf_cfg_issue is;
-    if (gf_model_cfg_check(c, &is)) return gf_error_set(GF_E_INVALID, "model config: %s: %s", is.key, is.why);
-    return GF_OK;
+    return gf_cfg_status(gf_model_cfg_check(c, &is), &is, "model config");
 }
 
 gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {

@@ -43,8 +43,7 @@ int gf_nli_cfg_check(const gf_nli_cfg *c, gf_cfg_issue *is) {
 
 gf_status gf_nli_cfg_validate(const gf_nli_cfg *c) {
     gf_cfg_issue is;
-    if (gf_nli_cfg_check(c, &is)) return gf_error_set(GF_E_INVALID, "nli config: %s: %s", is.key, is.why);
-    return GF_OK;
+    return gf_cfg_status(gf_nli_cfg_check(c, &is), &is, "nli config");
 }
 
 gf_status gf_nli_init(gf_nli *m, const gf_nli_cfg *cfg) {
