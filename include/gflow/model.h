@@ -9,14 +9,12 @@
 #ifndef GFLOW_MODEL_H
 #define GFLOW_MODEL_H
 
+#include "gflow/blocks.h"
 #include "gflow/params.h"
 #include "gflow/tape.h"
 
 #define GF_MAX_OFFSETS 32
 #define GF_MAX_LAYERS 64
-
-typedef enum { GF_FAMILY_GRASSMANN = 0, GF_FAMILY_TRANSFORMER } gf_family;
-typedef enum { GF_BLOCK_POST_LN = 0, GF_BLOCK_PRE_LN } gf_block_kind;
 
 typedef struct gf_model_cfg {
     gf_family family;
@@ -37,22 +35,18 @@ typedef struct gf_model_cfg {
 
 /* The defaults of the paper's 6-layer model (V = 30,522, grassmann, post-LN, mode A). */
 void gf_model_cfg_default(gf_model_cfg *c);
-/* Check sizes and cross-field constraints; the message names the field. */
+/* Every constraint on the config (gf_block_cfg_check, then the offsets): 0 when all hold, else 1
+ * with the recipe key at fault and why. The one check: gf_recipe_load reports it at the key's
+ * file:line, gf_lm_init through gf_model_cfg_validate. */
+int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is);
+/* gf_model_cfg_check as a status: "model config: <key>: <why>". */
 gf_status gf_model_cfg_validate(const gf_model_cfg *c);
-
-typedef struct gf_lm_block {
-    gf_tensor *ln_in_w, *ln_in_b;            /* grassmann pre_ln only */
-    gf_tensor *w_red, *b_red, *w_plu, *b_plu, *w_gate, *b_gate, *w_lin;
-    gf_tensor *ln_mix_w, *ln_mix_b;
-    gf_tensor *ln_attn_w, *ln_attn_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    gf_tensor *ln_ffn_w, *ln_ffn_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-} gf_lm_block;
 
 typedef struct gf_lm {
     gf_model_cfg cfg;
     gf_params params;
     gf_tensor *tok_emb, *pos_emb, *ln_f_w, *ln_f_b;
-    gf_lm_block blocks[GF_MAX_LAYERS];
+    gf_block blocks[GF_MAX_LAYERS];
 } gf_lm;
 
 /* Optional outputs of a forward pass. */
@@ -76,7 +70,5 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
 /* Forward FLOPs per predicted token (multiply-add = 2), counting GEMMs and attention/Plücker math. */
 double gf_lm_flops_per_token(const gf_model_cfg *c, int64_t L);
 void gf_lm_free(gf_lm *m);
-const char *gf_family_name(gf_family f);
-const char *gf_block_name(gf_block_kind b);
 
 #endif

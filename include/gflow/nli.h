@@ -64,20 +64,17 @@ typedef struct gf_nli_cfg {
  * stride 8, 4 mixing heads, 4 attention heads, classifier_hidden 256, dropout 0.1, eps 1e-8,
  * ln_eps 1e-5, init_std 0.02, normalize 1. */
 void gf_nli_cfg_default(gf_nli_cfg *c, gf_family family);
-/* Check sizes and cross-field constraints; the message names the field. */
+/* Every constraint on the config (gf_block_cfg_check, then classifier_hidden): 0 when all hold,
+ * else 1 with the recipe key at fault and why (see gf_model_cfg_check). */
+int gf_nli_cfg_check(const gf_nli_cfg *c, gf_cfg_issue *is);
+/* gf_nli_cfg_check as a status: "nli config: <key>: <why>". */
 gf_status gf_nli_cfg_validate(const gf_nli_cfg *c);
-
-typedef struct gf_nli_block {
-    gf_tensor *ln_in_w, *ln_in_b, *w_red, *b_red, *w_plu, *b_plu, *w_gate, *b_gate, *ln_mix_w, *ln_mix_b;
-    gf_tensor *ln_attn_w, *ln_attn_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    gf_tensor *ln_ffn_w, *ln_ffn_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-} gf_nli_block;
 
 typedef struct gf_nli {
     gf_nli_cfg cfg;
     gf_params params;
     gf_tensor *tok_emb, *pos_emb, *ln_f_w, *ln_f_b, *cls_fc1_w, *cls_fc1_b, *cls_fc2_w, *cls_fc2_b;
-    gf_nli_block blocks[GF_NLI_MAX_LAYERS];
+    gf_block blocks[GF_NLI_MAX_LAYERS];
 } gf_nli;
 
 /* Outputs of one forward pass (all optional: pass NULL for none). */
@@ -100,19 +97,5 @@ void gf_nli_init_weights(gf_nli *m, gf_rng *rng);
 gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const float *prem_mask, const int32_t *hyp,
                           const float *hyp_mask, const int32_t *labels, int64_t B, int64_t Ls, gf_nli_out *out);
 void gf_nli_free(gf_nli *m);
-
-/* ---- ops used only by the NLI models (src/ops/<name>.c, listed in ops.def) ---- */
-
-/* Bidirectional windowed Grassmann mixing (see src/ops/plucker_window.c for the math):
- * z (B, L, R), mask (B, L) float (0 = padding) or NULL (all real), w (D, C(R,2)/heads), b (D)
- * -> g (B, L, D). Head h projects coordinates [h*Ph, (h+1)*Ph) to outputs [h*Dh, (h+1)*Dh). */
-gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_tensor *w, gf_tensor *b,
-                             int64_t window, int64_t stride, int64_t heads, float eps, int normalize);
-/* x (B, L, D), mask (B, L) non-negative weights -> (B, D) = Σ_t m x / Σ_t m (0 if Σ m = 0).
- * The mask is copied. */
-gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask);
-/* x (2B, D) = pooled premises (rows 0..B-1) over pooled hypotheses (rows B..2B-1)
- * -> (B, 4D) = [u; v; |u - v|; u ⊙ v]. */
-gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x);
 
 #endif

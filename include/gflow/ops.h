@@ -1,4 +1,4 @@
-/* gflow/ops.h — differentiable ops. One file per op in src/ops/, listed in ops.def.
+/* gflow/ops.h — differentiable ops. One file per op in src/ops/, listed in gflow/ops.def.
  *
  * Forward functions take the context first, allocate their output in the step
  * arena and record a tape node when a gradient is needed. Shapes are checked with
@@ -10,37 +10,16 @@
 
 #include "gflow/tape.h"
 
-typedef enum gf_op_family { GF_FAM_GEMM = 0, GF_FAM_PLUCKER, GF_FAM_ATTENTION, GF_FAM_ELEMWISE,
-                            GF_FAM_COUNT } gf_op_family;
-
-typedef enum gf_op_id {
-#define GF_OP(name, fam) GF_OP_##name,
-#include "ops/ops.def"
+/* the tape's record of each op (gf_op_def: name, family, backward), one per line of ops.def */
+#define GF_OP(name) extern const gf_op_def gf_op_##name;
+#include "gflow/ops.def"
 #undef GF_OP
-    GF_OP_COUNT
-} gf_op_id;
-
-typedef struct gf_op_def {
-    const char *name;
-    gf_op_family family;
-    /* accumulate input gradients from n->out->grad */
-    void (*backward)(gf_ctx *ctx, gf_node *n);
-    /* 1: the backward handles inputs flagged GF_T_GRAD_FRESH (gf_grad_fresh) by storing its
-     * contribution, so the tape skips zeroing their buffers — each first contribution then
-     * costs one write instead of a memset, a read and a write. */
-    int stores_fresh;
-} gf_op_def;
-
-extern const gf_op_def *const gf_op_table[GF_OP_COUNT];
-const char *gf_op_family_name(gf_op_family f);
 
 /* y = x W^T + b. x (rows, IN), w (OUT, IN) PyTorch layout, b (OUT) or NULL -> (rows, OUT).
  * The tied LM head is gf_linear(h, tok_emb, NULL). */
 gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
 /* a + b; b has a's shape or a's trailing shape (broadcast over leading rows). */
 gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
-/* a * b elementwise, same broadcasting as gf_add. */
-gf_tensor *gf_mul(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 /* table (V, D), ids (n) int32 in [0, V) with shape ids_shape -> (ids_shape..., D). */
 gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
                         const int64_t *ids_shape);
@@ -63,9 +42,6 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
 gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p);
 /* concatenate along the last dim: (rows, Da), (rows, Db) -> (rows, Da+Db) */
 gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
-/* reductions of all elements to shape (1) */
-gf_tensor *gf_sum(gf_ctx *ctx, gf_tensor *x);
-gf_tensor *gf_mean(gf_ctx *ctx, gf_tensor *x);
 /* Multi-head scaled dot-product attention on a fused QKV tensor.
  * qkv (B, L, 3D) with columns [q | k | v], head h uses columns h*Dh..(h+1)*Dh-1 of each block, Dh = D/H.
  * causal=1: position t attends to s <= t. key_mask (B, L) uint8 or NULL: 0 = padding, never attended to
@@ -83,5 +59,19 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
  *   g_t = W pbar_t + b, with W (D, P), b (D). Positions with no valid offset get g_t = 0. */
 gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
                           int32_t n_offsets, float eps, int normalize);
+
+/* ---- ops of the NLI heads ---- */
+
+/* Bidirectional windowed Grassmann mixing (see src/ops/plucker_window.c for the math):
+ * z (B, L, R), mask (B, L) float (0 = padding) or NULL (all real), w (D, C(R,2)/heads), b (D)
+ * -> g (B, L, D). Head h projects coordinates [h*Ph, (h+1)*Ph) to outputs [h*Dh, (h+1)*Dh). */
+gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_tensor *w, gf_tensor *b,
+                             int64_t window, int64_t stride, int64_t heads, float eps, int normalize);
+/* x (B, L, D), mask (B, L) non-negative weights -> (B, D) = Σ_t m x / Σ_t m (0 if Σ m = 0).
+ * The mask is copied. */
+gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask);
+/* x (2B, D) = pooled premises (rows 0..B-1) over pooled hypotheses (rows B..2B-1)
+ * -> (B, 4D) = [u; v; |u - v|; u ⊙ v]. */
+gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x);
 
 #endif

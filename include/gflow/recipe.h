@@ -31,6 +31,7 @@
 #include "gflow/data.h"       /* gf_dataset, gf_split */
 #include "gflow/error.h"
 #include "gflow/model.h"
+#include "gflow/nli.h"
 #include "gflow/optim.h"      /* gf_schedule_kind, gf_adamw_cfg, gf_schedule_cfg */
 #include "gflow/tokenizer.h"  /* gf_tokenizer_kind, gf_spm_model_type */
 
@@ -136,6 +137,11 @@ int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b);
 
 /* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else "datasets/data". */
 const char *gf_recipe_data_dir(const gf_recipe *r);
+
+/* The model config [model] describes, for a tokenizer of `vocab` ids: the LM (WikiText-2) or the
+ * NLI classifier (SNLI). gf_recipe_load has checked it (gf_model_cfg_check, gf_nli_cfg_check). */
+void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c);
+void gf_recipe_nli_cfg(const gf_recipe *r, int64_t vocab, gf_nli_cfg *c);
 
 /* Optimizer settings from [optim] and [schedule]; sched->lr = optim.lr. */
 void gf_recipe_optim_cfg(const gf_recipe *r, gf_adamw_cfg *adamw, gf_schedule_cfg *sched);

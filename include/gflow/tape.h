@@ -20,8 +20,30 @@
 
 #define GF_NODE_MAX_IN 6
 
+struct gf_ctx;
+struct gf_node;
+
+/* Op families, for the per-family timings of `gflow bench`. */
+typedef enum gf_op_family { GF_FAM_GEMM = 0, GF_FAM_PLUCKER, GF_FAM_ATTENTION, GF_FAM_ELEMWISE,
+                            GF_FAM_COUNT } gf_op_family;
+const char *gf_op_family_name(gf_op_family f);
+
+/* What the tape knows of an op. Each op file (src/ops/<name>.c) defines its own
+ * `const gf_op_def gf_op_<name>` and passes its address to gf_tape_record; the tape holds no
+ * list of ops, so core depends on none. */
+typedef struct gf_op_def {
+    const char *name;
+    gf_op_family family;
+    /* accumulate input gradients from n->out->grad */
+    void (*backward)(struct gf_ctx *ctx, struct gf_node *n);
+    /* 1: the backward handles inputs flagged GF_T_GRAD_FRESH (gf_grad_fresh) by storing its
+     * contribution, so the tape skips zeroing their buffers — each first contribution then
+     * costs one write instead of a memset, a read and a write. */
+    int stores_fresh;
+} gf_op_def;
+
 typedef struct gf_node {
-    int32_t op;       /* GF_OP_* */
+    const gf_op_def *op;
     int32_t n_in;
     gf_tensor *out;
     gf_tensor *in[GF_NODE_MAX_IN];
@@ -71,7 +93,7 @@ float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t);
 
 /* For op implementations: does an op on these inputs need a tape record?
  * Sets GF_T_REQ_GRAD on `out` and returns the new node (or NULL: nothing recorded). */
-gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, gf_tensor *const *in);
+gf_node *gf_tape_record(gf_ctx *ctx, const gf_op_def *op, gf_tensor *out, int32_t n_in, gf_tensor *const *in);
 static inline int gf_needs_grad(const gf_tensor *t) { return t && (t->flags & GF_T_REQ_GRAD); }
 
 /* Backward from a scalar loss (d loss = 1). */

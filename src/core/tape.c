@@ -1,6 +1,5 @@
 /* tape.c — node records in the step arena, walked in reverse; see gflow/tape.h. */
 #include "gflow/tape.h"
-#include "gflow/ops.h"
 #include "gflow/threads.h"
 #include <string.h>
 
@@ -69,9 +68,14 @@ float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t) {
     return t->grad;
 }
 
-gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, gf_tensor *const *in) {
-    GF_ASSERT(n_in <= GF_NODE_MAX_IN, "op %d: %d inputs", op, n_in);
-    out->name = gf_op_table[op]->name;
+const char *gf_op_family_name(gf_op_family f) {
+    static const char *n[GF_FAM_COUNT] = {"gemm", "plucker", "attention", "elementwise"};
+    return (f >= 0 && f < GF_FAM_COUNT) ? n[f] : "?";
+}
+
+gf_node *gf_tape_record(gf_ctx *ctx, const gf_op_def *op, gf_tensor *out, int32_t n_in, gf_tensor *const *in) {
+    GF_ASSERT(n_in <= GF_NODE_MAX_IN, "op %s: %d inputs", op->name, n_in);
+    out->name = op->name;
     if (!ctx->grad_enabled) return NULL;
     int need = 0;
     for (int32_t i = 0; i < n_in; i++) need |= gf_needs_grad(in[i]);
@@ -92,7 +96,7 @@ gf_node *gf_tape_record(gf_ctx *ctx, int32_t op, gf_tensor *out, int32_t n_in, g
 static void run_backward(gf_ctx *ctx) {
     for (gf_node *n = ctx->last; n; n = n->prev) {
         if (!n->out->grad) continue; /* no gradient reached this node's output */
-        const gf_op_def *def = gf_op_table[n->op];
+        const gf_op_def *def = n->op;
         /* parameters already point into the grad block; activations get zeroed buffers, or
          * uninitialised ones flagged fresh when the op stores its first contribution itself */
         for (int32_t i = 0; i < n->n_in; i++) {

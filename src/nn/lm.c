@@ -1,25 +1,8 @@
-/* lm.c — GrassmannLM and TransformerLM built from ops on the tape.
- *
- * Grassmann block (x (B, L, D) in, out (B, L, D)):
- *   n = x (post_ln) | LN_in(x) (pre_ln)
- *   z = W_red n + b_red                                   (B, L, R)
- *   g = plucker_mix(z; W_plu, b_plu, offsets)             (B, L, D)   [plucker = false: g = W_plu(W_lin z) + b_plu]
- *   α = σ(W_gate [n; g] + b_gate);  m = α n + (1-α) g     [gate = false: m = (n + g) / 2]
- *   post_ln: y = Drop(LN_mix(m));  out = LN_ffn(y + Drop(FFN(y)))          (paper-literal)
- *   pre_ln:  x' = x + Drop(LN_mix(m));  out = x' + Drop(FFN(LN_ffn(x')))  (AX variant)
- * Transformer block:
- *   post_ln: x' = LN_attn(x + Drop(Proj(Attn(QKV x))));  out = LN_ffn(x' + Drop(FFN(x')))
- *   pre_ln:  x' = x + Drop(Proj(Attn(QKV LN_attn(x))));  out = x' + Drop(FFN(LN_ffn(x')))
- * FFN(y) = fc2(GELU(fc1 y)).
- */
+/* lm.c — GrassmannLM and TransformerLM: embeddings, n_layers blocks of gflow/blocks.h, final
+ * LayerNorm and the tied head, on the tape. */
 #include "gflow/model.h"
 #include "gflow/ops.h"
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
-
-const char *gf_family_name(gf_family f) { return f == GF_FAMILY_TRANSFORMER ? "transformer" : "grassmann"; }
-const char *gf_block_name(gf_block_kind b) { return b == GF_BLOCK_PRE_LN ? "pre_ln" : "post_ln"; }
 
 void gf_model_cfg_default(gf_model_cfg *c) {
     memset(c, 0, sizeof *c);
@@ -42,155 +25,53 @@ void gf_model_cfg_default(gf_model_cfg *c) {
     c->heads = 4;
 }
 
-gf_status gf_model_cfg_validate(const gf_model_cfg *c) {
-#define NEED(cond, ...) do { if (!(cond)) return gf_error_set(GF_E_INVALID, "model config: " __VA_ARGS__); } while (0)
-    NEED(c->vocab > 0, "vocab must be > 0 (got %lld)", (long long)c->vocab);
-    NEED(c->d_model > 0 && c->d_ff > 0, "d_model and d_ff must be > 0");
-    NEED(c->n_layers >= 1 && c->n_layers <= GF_MAX_LAYERS, "n_layers must be in [1, %d] (got %lld)", GF_MAX_LAYERS,
-         (long long)c->n_layers);
-    NEED(c->max_len > 0, "max_len must be > 0");
-    NEED(c->dropout >= 0 && c->dropout < 1, "dropout must be in [0, 1) (got %g)", (double)c->dropout);
-    if (c->family == GF_FAMILY_GRASSMANN) {
-        NEED(c->r >= 2 && c->r <= c->d_model, "r must be in [2, d_model=%lld] (got %lld)", (long long)c->d_model,
-             (long long)c->r);
-        if (c->n_schedule > 0) {
-            NEED(c->n_schedule == c->n_layers, "offset_schedule has %d entries, n_layers is %lld", c->n_schedule,
-                 (long long)c->n_layers);
-            for (int i = 0; i < c->n_schedule; i++) NEED(c->offset_schedule[i] >= 1, "offset_schedule[%d] must be >= 1", i);
-        } else {
-            NEED(c->n_offsets >= 1 && c->n_offsets <= GF_MAX_OFFSETS, "offsets must list 1..%d values", GF_MAX_OFFSETS);
-            for (int i = 0; i < c->n_offsets; i++) NEED(c->offsets[i] >= 1, "offsets[%d] must be >= 1", i);
-        }
-        NEED(c->eps > 0, "eps must be > 0");
-    } else {
-        NEED(c->heads >= 1 && c->d_model % c->heads == 0, "d_model (%lld) must be divisible by heads (%lld)",
-             (long long)c->d_model, (long long)c->heads);
-    }
-#undef NEED
-    return GF_OK;
+/* The block every layer of the LM uses. */
+static gf_block_cfg block_cfg(const gf_model_cfg *c) {
+    return (gf_block_cfg){.family = c->family, .kind = c->block, .d_model = c->d_model, .d_ff = c->d_ff,
+                          .dropout = c->dropout, .ln_eps = c->ln_eps, .pairing = GF_PAIR_CAUSAL, .r = c->r,
+                          .mix_heads = 1, .eps = c->eps, .normalize = c->normalize, .gate = c->gate,
+                          .plucker = c->plucker, .heads = c->heads, .causal = 1};
 }
 
-static gf_tensor *add_p(gf_lm *m, gf_param_kind k, int32_t nd, int64_t d0, int64_t d1, const char *fmt, int64_t l) {
-    char name[96];
-    snprintf(name, sizeof name, fmt, (long long)l);
-    int64_t s[2] = {d0, d1};
-    return gf_params_add(&m->params, name, k, nd, s);
+int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is) {
+    gf_block_cfg b = block_cfg(c);
+    if (gf_block_cfg_check(&b, c->vocab, c->n_layers, GF_MAX_LAYERS, c->max_len, is)) return 1;
+    if (c->family != GF_FAMILY_GRASSMANN) return 0;
+    if (c->n_schedule > 0) {
+        GF_CFG_NEED(c->n_schedule == c->n_layers, "offset_schedule", "must have n_layers (%lld) entries, got %lld",
+             (long long)c->n_layers, (long long)c->n_schedule);
+        for (int i = 0; i < c->n_schedule; i++)
+            GF_CFG_NEED(c->offset_schedule[i] >= 1, "offset_schedule", "entry %d must be >= 1, got %lld", i,
+                 (long long)c->offset_schedule[i]);
+    } else {
+        GF_CFG_NEED(c->n_offsets >= 1 && c->n_offsets <= GF_MAX_OFFSETS, "offsets", "must list 1..%d values, got %d",
+             GF_MAX_OFFSETS, c->n_offsets);
+        for (int i = 0; i < c->n_offsets; i++)
+            GF_CFG_NEED(c->offsets[i] >= 1, "offsets", "entry %d must be >= 1, got %lld", i, (long long)c->offsets[i]);
+    }
+    return 0;
 }
-#define P2(fmt, a, b) add_p(m, GF_PK_WEIGHT, 2, a, b, fmt, l)
-#define P1(fmt, a) add_p(m, GF_PK_BIAS, 1, a, 0, fmt, l)
-#define PN(fmt, a) add_p(m, GF_PK_NORM, 1, a, 0, fmt, l)
+
+gf_status gf_model_cfg_validate(const gf_model_cfg *c) {
+    gf_cfg_issue is;
+    return gf_cfg_status(gf_model_cfg_check(c, &is), &is, "model config");
+}
 
 gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
     memset(m, 0, sizeof *m);
     GF_TRY(gf_model_cfg_validate(cfg));
     m->cfg = *cfg;
     gf_params_init(&m->params);
-    const int64_t V = cfg->vocab, D = cfg->d_model, F = cfg->d_ff, R = cfg->r, P = R * (R - 1) / 2;
-    int64_t l = 0;
-    m->tok_emb = add_p(m, GF_PK_EMBED, 2, V, D, "tok_emb.weight", 0);
-    m->pos_emb = add_p(m, GF_PK_EMBED, 2, cfg->max_len, D, "pos_emb.weight", 0);
-    for (l = 0; l < cfg->n_layers; l++) {
-        gf_lm_block *b = &m->blocks[l];
-        if (cfg->family == GF_FAMILY_GRASSMANN) {
-            if (cfg->block == GF_BLOCK_PRE_LN) {
-                b->ln_in_w = PN("blocks.%lld.ln_in.weight", D);
-                b->ln_in_b = PN("blocks.%lld.ln_in.bias", D);
-            }
-            b->w_red = P2("blocks.%lld.mix.w_red.weight", R, D);
-            b->b_red = P1("blocks.%lld.mix.w_red.bias", R);
-            if (!cfg->plucker) b->w_lin = P2("blocks.%lld.mix.w_lin.weight", P, R);
-            b->w_plu = P2("blocks.%lld.mix.w_plu.weight", D, P);
-            b->b_plu = P1("blocks.%lld.mix.w_plu.bias", D);
-            if (cfg->gate) {
-                b->w_gate = P2("blocks.%lld.mix.w_gate.weight", D, 2 * D);
-                b->b_gate = P1("blocks.%lld.mix.w_gate.bias", D);
-            }
-            b->ln_mix_w = PN("blocks.%lld.ln_mix.weight", D);
-            b->ln_mix_b = PN("blocks.%lld.ln_mix.bias", D);
-        } else {
-            b->ln_attn_w = PN("blocks.%lld.ln_attn.weight", D);
-            b->ln_attn_b = PN("blocks.%lld.ln_attn.bias", D);
-            b->qkv_w = P2("blocks.%lld.attn.qkv.weight", 3 * D, D);
-            b->qkv_b = P1("blocks.%lld.attn.qkv.bias", 3 * D);
-            b->proj_w = P2("blocks.%lld.attn.proj.weight", D, D);
-            b->proj_b = P1("blocks.%lld.attn.proj.bias", D);
-        }
-        b->ln_ffn_w = PN("blocks.%lld.ln_ffn.weight", D);
-        b->ln_ffn_b = PN("blocks.%lld.ln_ffn.bias", D);
-        b->fc1_w = P2("blocks.%lld.ffn.fc1.weight", F, D);
-        b->fc1_b = P1("blocks.%lld.ffn.fc1.bias", F);
-        b->fc2_w = P2("blocks.%lld.ffn.fc2.weight", D, F);
-        b->fc2_b = P1("blocks.%lld.ffn.fc2.bias", D);
-    }
-    l = 0;
-    m->ln_f_w = PN("ln_f.weight", D);
-    m->ln_f_b = PN("ln_f.bias", D);
+    const gf_block_cfg bc = block_cfg(cfg);
+    m->tok_emb = gf_nn_param(&m->params, "tok_emb.weight", GF_PK_EMBED, cfg->vocab, cfg->d_model);
+    m->pos_emb = gf_nn_param(&m->params, "pos_emb.weight", GF_PK_EMBED, cfg->max_len, cfg->d_model);
+    for (int64_t l = 0; l < cfg->n_layers; l++) gf_block_register(&m->params, &bc, l, &m->blocks[l]);
+    m->ln_f_w = gf_nn_param(&m->params, "ln_f.weight", GF_PK_NORM, cfg->d_model, 0);
+    m->ln_f_b = gf_nn_param(&m->params, "ln_f.bias", GF_PK_NORM, cfg->d_model, 0);
     return gf_params_alloc(&m->params);
 }
 
 void gf_lm_init_weights(gf_lm *m, gf_rng *rng) { gf_params_init_weights(&m->params, m->cfg.init_std, rng); }
-
-static gf_tensor *ffn(gf_ctx *ctx, const gf_lm_block *b, gf_tensor *y, float p) {
-    gf_tensor *h = gf_gelu(ctx, gf_linear(ctx, y, b->fc1_w, b->fc1_b));
-    return gf_dropout(ctx, gf_linear(ctx, h, b->fc2_w, b->fc2_b), p);
-}
-
-/* Record a branch output for the probes (gf_lm_out.mix_out / ffn_out); a no-op when not asked. */
-static gf_tensor *capture(gf_tensor **slots, int64_t layer, gf_tensor *t) {
-    if (slots) slots[layer] = t;
-    return t;
-}
-
-static gf_tensor *grassmann_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, int64_t layer, gf_tensor *x,
-                                  gf_lm_out *out) {
-    gf_tensor **cm = out ? out->mix_out : NULL, **cf = out ? out->ffn_out : NULL;
-    const gf_model_cfg *c = &m->cfg;
-    int pre = c->block == GF_BLOCK_PRE_LN;
-    gf_tensor *n = pre ? gf_layernorm(ctx, x, b->ln_in_w, b->ln_in_b, c->ln_eps) : x;
-    gf_tensor *z = gf_linear(ctx, n, b->w_red, b->b_red); // (B, L, R)
-    gf_tensor *g;                                         // (B, L, D)
-    if (c->plucker) {
-        const int64_t *offs = c->n_schedule > 0 ? &c->offset_schedule[layer] : c->offsets;
-        int32_t n_off = c->n_schedule > 0 ? 1 : c->n_offsets;
-        g = gf_plucker_mix(ctx, z, b->w_plu, b->b_plu, offs, n_off, c->eps, c->normalize);
-    } else {
-        g = gf_linear(ctx, gf_linear(ctx, z, b->w_lin, NULL), b->w_plu, b->b_plu);
-    }
-    gf_tensor *mix;
-    if (c->gate) {
-        gf_tensor *alpha = gf_sigmoid(ctx, gf_linear(ctx, gf_concat(ctx, n, g), b->w_gate, b->b_gate));
-        mix = gf_lerp(ctx, alpha, n, g, 0.0f);
-    } else {
-        mix = gf_lerp(ctx, NULL, n, g, 0.5f);
-    }
-    gf_tensor *y = gf_dropout(ctx, gf_layernorm(ctx, mix, b->ln_mix_w, b->ln_mix_b, c->ln_eps), c->dropout);
-    capture(cm, layer, y);
-    if (!pre)
-        return gf_layernorm(ctx, gf_add(ctx, y, capture(cf, layer, ffn(ctx, b, y, c->dropout))), b->ln_ffn_w,
-                            b->ln_ffn_b, c->ln_eps);
-    gf_tensor *x1 = gf_add(ctx, x, y);
-    return gf_add(ctx, x1,
-                  capture(cf, layer, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout)));
-}
-
-static gf_tensor *transformer_block(gf_lm *m, gf_ctx *ctx, const gf_lm_block *b, int64_t layer, gf_tensor *x,
-                                    gf_lm_out *out) {
-    const gf_model_cfg *c = &m->cfg;
-    gf_tensor **cm = out ? out->mix_out : NULL, **cf = out ? out->ffn_out : NULL;
-    int pre = c->block == GF_BLOCK_PRE_LN;
-    gf_tensor *in = pre ? gf_layernorm(ctx, x, b->ln_attn_w, b->ln_attn_b, c->ln_eps) : x;
-    gf_tensor *qkv = gf_linear(ctx, in, b->qkv_w, b->qkv_b); // (B, L, 3D)
-    gf_tensor *a = gf_attention(ctx, qkv, c->heads, 1, NULL);
-    a = capture(cm, layer, gf_dropout(ctx, gf_linear(ctx, a, b->proj_w, b->proj_b), c->dropout));
-    if (!pre) {
-        gf_tensor *x1 = gf_layernorm(ctx, gf_add(ctx, x, a), b->ln_attn_w, b->ln_attn_b, c->ln_eps);
-        return gf_layernorm(ctx, gf_add(ctx, x1, capture(cf, layer, ffn(ctx, b, x1, c->dropout))), b->ln_ffn_w,
-                            b->ln_ffn_b, c->ln_eps);
-    }
-    gf_tensor *x1 = gf_add(ctx, x, a);
-    return gf_add(ctx, x1,
-                  capture(cf, layer, ffn(ctx, b, gf_layernorm(ctx, x1, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout)));
-}
 
 gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out) {
     const gf_model_cfg *c = &m->cfg;
@@ -211,9 +92,14 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
     /* positions 0..L-1 are the first L rows of the table: a (L, D) view broadcast over B */
     h = gf_dropout(ctx, gf_add(ctx, h, gf_param_rows_view(ctx, m->pos_emb, L)), c->dropout);
     if (out && out->hidden) out->hidden[0] = h;
+    const gf_block_cfg bc = block_cfg(c);
     for (int64_t l = 0; l < c->n_layers; l++) {
-        const gf_lm_block *b = &m->blocks[l];
-        h = c->family == GF_FAMILY_GRASSMANN ? grassmann_block(m, ctx, b, l, h, out) : transformer_block(m, ctx, b, l, h, out);
+        /* mode B (offset_schedule): layer l pairs at the one offset [l] */
+        gf_block_in in = {.offsets = c->n_schedule > 0 ? &c->offset_schedule[l] : c->offsets,
+                          .n_offsets = c->n_schedule > 0 ? 1 : c->n_offsets,
+                          .mix_out = out && out->mix_out ? &out->mix_out[l] : NULL,
+                          .ffn_out = out && out->ffn_out ? &out->ffn_out[l] : NULL};
+        h = gf_block_forward(ctx, &bc, &m->blocks[l], h, &in);
         if (out && out->hidden) out->hidden[l + 1] = h;
     }
     h = gf_layernorm(ctx, h, m->ln_f_w, m->ln_f_b, c->ln_eps);

@@ -34,7 +34,7 @@ gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < na; i++) y->data[i] = a->data[i] + b->data[i % nb];
     gf_tensor *in[2] = {a, b};
-    gf_tape_record(ctx, GF_OP_add, y, 2, in);
+    gf_tape_record(ctx, &gf_op_add, y, 2, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

@@ -263,7 +263,7 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
     att_forward(&a, qkv->data, key_mask, y->data, lse, scratch, per_thread);
     gf_tensor *in[1] = {qkv};
-    gf_node *n = gf_tape_record(ctx, GF_OP_attention, y, 1, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_attention, y, 1, in);
     if (n) {
         n->saved = lse;
         n->ip[0] = a.H;

@@ -26,7 +26,7 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
         memcpy(y->data + r * Dy + Da, b->data + r * Db, (size_t)Db * sizeof(float));
     }
     gf_tensor *in[2] = {a, b};
-    gf_tape_record(ctx, GF_OP_concat, y, 2, in);
+    gf_tape_record(ctx, &gf_op_concat, y, 2, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

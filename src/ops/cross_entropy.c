@@ -67,7 +67,7 @@ gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targe
     if (nll_sum) *nll_sum = tot;
     if (n_counted) *n_counted = cnt;
     gf_tensor *in[1] = {logits};
-    gf_node *n = gf_tape_record(ctx, GF_OP_cross_entropy, y, 1, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_cross_entropy, y, 1, in);
     if (n) {
         int32_t *copy = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(int32_t));
         memcpy(copy, targets, (size_t)N * sizeof(int32_t));

@@ -39,7 +39,7 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
         y->data[i] = keep[i] ? x->data[i] * scale : 0.0f;
     }
     gf_tensor *in[1] = {x};
-    gf_node *n = gf_tape_record(ctx, GF_OP_dropout, y, 1, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);
     if (n) { n->saved = keep; n->fp[0] = scale; }
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -40,7 +40,7 @@ gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32
     for (int64_t i = 0; i < cnt; i++)
         memcpy(y->data + i * D, table->data + (int64_t)ids[i] * D, (size_t)D * sizeof(float));
     gf_tensor *in[1] = {table};
-    gf_node *n = gf_tape_record(ctx, GF_OP_embedding, y, 1, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_embedding, y, 1, in);
     if (n) {
         int32_t *copy = gf_arena_alloc(&ctx->arena, (size_t)cnt * sizeof(int32_t));
         memcpy(copy, ids, (size_t)cnt * sizeof(int32_t));

@@ -34,7 +34,7 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
     gf_tensor *in[1] = {x};
-    gf_tape_record(ctx, GF_OP_gelu, y, 1, in);
+    gf_tape_record(ctx, &gf_op_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

@@ -108,7 +108,7 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     if (n_counted) *n_counted = cnt;
     if (grad) {
         gf_tensor *in[2] = {h, E};
-        gf_node *nd = gf_tape_record(ctx, GF_OP_head_ce, y, 2, in);
+        gf_node *nd = gf_tape_record(ctx, &gf_op_head_ce, y, 2, in);
         nd->saved = dh;
         nd->aux = dE;
     } else {

@@ -91,7 +91,7 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
         stats[2 * r + 1] = rstd;
     }
     gf_tensor *in[3] = {x, gamma, beta};
-    gf_node *n = gf_tape_record(ctx, GF_OP_layernorm, y, 3, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_layernorm, y, 3, in);
     if (n) n->saved = stats;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -31,7 +31,7 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
         y->data[i] = w * a->data[i] + (1.0f - w) * b->data[i];
     }
     gf_tensor *in[3] = {alpha, a, b};
-    gf_node *n = gf_tape_record(ctx, GF_OP_lerp, y, 3, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_lerp, y, 3, in);
     if (n) n->fp[0] = alpha_const;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -44,7 +44,7 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
                 beta, y->data, OUT);
     gf_tensor *in[3] = {x, w, b};
-    gf_tape_record(ctx, GF_OP_linear, y, 3, in);
+    gf_tape_record(ctx, &gf_op_linear, y, 3, in);
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
     return y;
 }

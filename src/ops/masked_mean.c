@@ -5,7 +5,6 @@
  * and is copied as the normalised weights w_bt = m_bt / Σ_t m_bt, so the caller may reuse it.
  * Backward:  dx_bt += w_bt dy_b.
  */
-#include "gflow/nli.h"
 #include "op_util.h"
 
 static void masked_mean_backward(gf_ctx *ctx, gf_node *n) {
@@ -49,7 +48,7 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
         }
     }
     gf_tensor *in[1] = {x};
-    gf_node *n = gf_tape_record(ctx, GF_OP_masked_mean, y, 1, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_masked_mean, y, 1, in);
     if (n) n->saved = wt;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -6,7 +6,6 @@
  * Backward, with dy = [g1; g2; g3; g4] and s = sign(u - v) (0 where u == v, as torch.abs):
  *   du += g1 + s g3 + v g4 ;  dv += g2 - s g3 + u g4
  */
-#include "gflow/nli.h"
 #include "op_util.h"
 #include <math.h>
 
@@ -45,7 +44,7 @@ gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x) {
         }
     }
     gf_tensor *in[1] = {x};
-    gf_tape_record(ctx, GF_OP_pair_match, y, 1, in);
+    gf_tape_record(ctx, &gf_op_pair_match, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

@@ -228,7 +228,7 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
                 sv->pbar, gf_blas_int(P), w->data, gf_blas_int(P), 1.0f, g->data, gf_blas_int(D));
 
     gf_tensor *in[3] = {z, w, b};
-    gf_node *n = gf_tape_record(ctx, GF_OP_plucker_mix, g, 3, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_plucker_mix, g, 3, in);
     if (n) {
         n->saved = sv;
         n->ip[0] = NW;

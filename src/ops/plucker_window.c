@@ -33,7 +33,6 @@
  * are parallel over batch rows: each thread owns its rows of pbar and dz and adds in a fixed
  * order (bitwise reproducible for any thread count).
  */
-#include "gflow/nli.h"
 #include "op_util.h"
 #include <cblas.h>
 #include <math.h>
@@ -222,7 +221,7 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
                     gf_blas_int(D));
 
     gf_tensor *in[3] = {z, w, b};
-    gf_node *n = gf_tape_record(ctx, GF_OP_plucker_window, g, 3, in);
+    gf_node *n = gf_tape_record(ctx, &gf_op_plucker_window, g, 3, in);
     if (n) {
         n->saved = sv;
         n->ip[0] = heads;

@@ -24,7 +24,7 @@ gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
         else { float e = expf(v); y->data[i] = e / (1.0f + e); }
     }
     gf_tensor *in[1] = {x};
-    gf_tape_record(ctx, GF_OP_sigmoid, y, 1, in);
+    gf_tape_record(ctx, &gf_op_sigmoid, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

@@ -35,14 +35,13 @@ static gf_status loss_grad(void *u) {
     return GF_OK;
 }
 
-/* Append rows [r0, r1) of a 2-D parameter (or elements [r0, r1) of a 1-D one) to a block. */
-static gf_status add_range(gf_pblock *b, const gf_params *ps, const char *name, int64_t r0, int64_t r1) {
-    gf_param *p = gf_params_find(ps, name);
-    if (!p) return gf_error_set(GF_E_NOTFOUND, "hessian: no parameter %s", name);
-    int64_t cols = p->t.ndim == 2 ? p->t.shape[1] : 1, rows = p->t.shape[0];
+/* Append rows [r0, r1) of a 2-D parameter (or elements [r0, r1) of a 1-D one) to a block;
+ * r1 < 0: to the last row. The parameter's place in the block is where its data points. */
+static gf_status add_range(gf_pblock *b, const gf_params *ps, const gf_tensor *t, int64_t r0, int64_t r1) {
+    int64_t cols = t->ndim == 2 ? t->shape[1] : 1, rows = t->shape[0];
     if (r1 < 0) r1 = rows;
     if (b->n_ranges >= GF_PBLOCK_MAX_RANGES) return gf_error_set(GF_E_INVALID, "hessian: block %s has too many ranges", b->name);
-    b->off[b->n_ranges] = p->offset + r0 * cols;
+    b->off[b->n_ranges] = (int64_t)(t->data - ps->data) + r0 * cols;
     b->len[b->n_ranges] = (r1 - r0) * cols;
     b->n += b->len[b->n_ranges];
     b->n_ranges++;
@@ -59,54 +58,43 @@ static gf_pblock *new_block(gf_pblock *bl, int64_t *n, int64_t layer, const char
     return b;
 }
 
-#define ADD(b, fmt, r0, r1) do { snprintf(nm, sizeof nm, fmt, (long long)l); GF_TRY(add_range(b, ps, nm, r0, r1)); } while (0)
+/* A weight and its bias, whole. */
+static gf_status add_pair(gf_pblock *b, const gf_params *ps, const gf_tensor *w, const gf_tensor *bias) {
+    GF_TRY(add_range(b, ps, w, 0, -1));
+    return add_range(b, ps, bias, 0, -1);
+}
+
+/* The curvature blocks of one layer: the mixer's matrices one by one, then the FFN. */
+static gf_status layer_blocks(const gf_model_cfg *c, const gf_params *ps, const gf_block *k, int64_t l, gf_pblock *bl,
+                              int64_t *n) {
+    const int64_t D = c->d_model;
+    gf_pblock *b;
+    if (c->family == GF_FAMILY_GRASSMANN) {
+        GF_TRY(add_pair(new_block(bl, n, l, "red"), ps, k->w_red, k->b_red));
+        GF_TRY(add_pair(b = new_block(bl, n, l, "plu"), ps, k->w_plu, k->b_plu));
+        if (k->w_lin) GF_TRY(add_range(b, ps, k->w_lin, 0, -1));
+        if (k->w_gate) GF_TRY(add_pair(new_block(bl, n, l, "gate"), ps, k->w_gate, k->b_gate));
+    } else {
+        static const char *qkv[3] = {"q", "k", "v"};
+        for (int j = 0; j < 3; j++) { /* rows [q; k; v] of the fused projection */
+            b = new_block(bl, n, l, qkv[j]);
+            GF_TRY(add_range(b, ps, k->qkv_w, j * D, (j + 1) * D));
+            GF_TRY(add_range(b, ps, k->qkv_b, j * D, (j + 1) * D));
+        }
+        GF_TRY(add_pair(new_block(bl, n, l, "o"), ps, k->proj_w, k->proj_b));
+    }
+    GF_TRY(add_pair(b = new_block(bl, n, l, "ffn"), ps, k->fc1_w, k->fc1_b));
+    return add_pair(b, ps, k->fc2_w, k->fc2_b);
+}
 
 /* The blocks of a model, in layer order; bl must hold 6 per layer + 2. */
 static gf_status make_blocks(const gf_lm *m, gf_pblock *bl, int64_t *n) {
-    const gf_params *ps = &m->params;
-    const gf_model_cfg *c = &m->cfg;
-    const int64_t D = c->d_model;
-    char nm[96];
     *n = 0;
-    int64_t l = 0;
-    gf_pblock *b = new_block(bl, n, -1, "tok_emb");
-    GF_TRY(add_range(b, ps, "tok_emb.weight", 0, -1));
-    b = new_block(bl, n, -1, "pos_emb");
-    GF_TRY(add_range(b, ps, "pos_emb.weight", 0, -1));
-    for (l = 0; l < c->n_layers; l++) {
-        if (c->family == GF_FAMILY_GRASSMANN) {
-            b = new_block(bl, n, l, "red");
-            ADD(b, "blocks.%lld.mix.w_red.weight", 0, -1);
-            ADD(b, "blocks.%lld.mix.w_red.bias", 0, -1);
-            b = new_block(bl, n, l, "plu");
-            ADD(b, "blocks.%lld.mix.w_plu.weight", 0, -1);
-            ADD(b, "blocks.%lld.mix.w_plu.bias", 0, -1);
-            if (!c->plucker) ADD(b, "blocks.%lld.mix.w_lin.weight", 0, -1);
-            if (c->gate) {
-                b = new_block(bl, n, l, "gate");
-                ADD(b, "blocks.%lld.mix.w_gate.weight", 0, -1);
-                ADD(b, "blocks.%lld.mix.w_gate.bias", 0, -1);
-            }
-        } else {
-            static const char *qkv[3] = {"q", "k", "v"};
-            for (int j = 0; j < 3; j++) {
-                b = new_block(bl, n, l, qkv[j]);
-                ADD(b, "blocks.%lld.attn.qkv.weight", j * D, (j + 1) * D); /* rows [q; k; v] */
-                ADD(b, "blocks.%lld.attn.qkv.bias", j * D, (j + 1) * D);
-            }
-            b = new_block(bl, n, l, "o");
-            ADD(b, "blocks.%lld.attn.proj.weight", 0, -1);
-            ADD(b, "blocks.%lld.attn.proj.bias", 0, -1);
-        }
-        b = new_block(bl, n, l, "ffn");
-        ADD(b, "blocks.%lld.ffn.fc1.weight", 0, -1);
-        ADD(b, "blocks.%lld.ffn.fc1.bias", 0, -1);
-        ADD(b, "blocks.%lld.ffn.fc2.weight", 0, -1);
-        ADD(b, "blocks.%lld.ffn.fc2.bias", 0, -1);
-    }
+    GF_TRY(add_range(new_block(bl, n, -1, "tok_emb"), &m->params, m->tok_emb, 0, -1));
+    GF_TRY(add_range(new_block(bl, n, -1, "pos_emb"), &m->params, m->pos_emb, 0, -1));
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) GF_TRY(layer_blocks(&m->cfg, &m->params, &m->blocks[l], l, bl, n));
     return GF_OK;
 }
-#undef ADD
 
 /* Does a block name match the comma-separated filter (substrings)? NULL matches all. */
 static int wanted(const char *filter, const char *name) {

@@ -488,19 +488,20 @@ static gf_status finish(resolve_ctx *rc) {
     if (ds && r->model.max_len < r->data.max_sentence_len)
         return key_error(rc, "model", "max_len", "must be >= [data] max_sentence_len (%lld), got %lld",
                          (long long)r->data.max_sentence_len, (long long)r->model.max_len);
-    if (r->model.family == GF_FAMILY_GRASSMANN) {
-        if (r->model.r > r->model.d_model)
-            return key_error(rc, "model", "r", "must be <= d_model (%lld), got %lld", (long long)r->model.d_model,
-                             (long long)r->model.r);
-        const gf_int_list *sch = &r->model.offset_schedule;
-        if (sch->n > 0 && sch->n != r->model.n_layers)
-            return key_error(rc, "model", "offset_schedule", "must have n_layers (%lld) entries, got %lld",
-                             (long long)r->model.n_layers, (long long)sch->n);
+    /* the model's own constraints (nn), reported at the key's file:line */
+    gf_cfg_issue is;
+    int bad;
+    if (ds) {
+        gf_nli_cfg c;
+        gf_recipe_nli_cfg(r, r->tokenizer.vocab_size, &c);
+        bad = gf_nli_cfg_check(&c, &is);
     } else {
-        if (r->model.d_model % r->model.heads != 0)
-            return key_error(rc, "model", "heads", "d_model (%lld) must be divisible by heads, got %lld",
-                             (long long)r->model.d_model, (long long)r->model.heads);
+        gf_model_cfg c;
+        gf_recipe_model_cfg(r, r->tokenizer.vocab_size, &c);
+        bad = gf_model_cfg_check(&c, &is);
     }
+    if (bad && find_key("model", is.key) >= 0) return key_error(rc, "model", is.key, "%s", is.why);
+    if (bad) return gf_error_set(GF_E_INVALID, "%s: model %s: %s", rc->top, is.key, is.why);
     if (r->train.evals_per_epoch > 0 && r->train.eval_every > 0)
         return key_error(rc, "train", "evals_per_epoch", "set both it and eval_every (%lld); choose one",
                          (long long)r->train.eval_every);

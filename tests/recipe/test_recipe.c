@@ -102,6 +102,11 @@ static const bad_case k_bad[] = {
     {0, "", "run.base=x.ini", GF_E_INVALID, "--set run.base=x.ini: ", "only a recipe file"},
     {0, "", "model.r=100", GF_E_INVALID, "--set model.r=100: ", "[model] r: must be <= d_model (64), got 100"},
     {0, "", "model.offsets=", GF_E_INVALID, "--set model.offsets=: ", "[model] offsets: must not be empty"},
+    /* the model's own checks (gf_model_cfg_check, gf_nli_cfg_check) at the key's origin */
+    {0, "", "model.n_layers=70", GF_E_INVALID, "--set model.n_layers=70: ", "[model] n_layers: must be in [1, 64], got 70"},
+    {1, "[run]\nname = t\n[data]\ndataset = snli\n[optim]\nlr = 1e-3\n[train]\nepochs = 1\nbatch_size = 4\n"
+        "[model]\nfamily = grassmann\nn_layers = 2\nd_model = 64\nd_ff = 128\nr = 16\nmix_heads = 7\n", NULL,
+     GF_E_INVALID, "x.ini:16:", "[model] mix_heads: must divide both C(r,2) = 120 and d_model = 64, got 7"},
 };
 
 GF_TEST(unit, recipe_malformed_table) {
