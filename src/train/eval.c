@@ -1,5 +1,6 @@
 /* eval.c — evaluate a run directory's checkpoint on a split. */
-#include "session.h"
+#include "gflow/session.h"
+#include "gflow/checkpoint.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * same logits (tools/load_gflow.py), for both families; skipped without python3-torch. */
 #include "gf_test.h"
 #include "gflow.h"
-#include "train/session.h"
+#include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
