@@ -166,24 +166,30 @@ void gf_session_close(gf_session *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* The weights with the metadata tools/load_gflow.py reads. */
+/* The weights with the metadata tools/load_gflow.py reads; block NULL: none (a task whose
+ * model has no [model] block choice). */
 static gf_status export_params(const gf_params *p, const gf_recipe *r, const char *format, gf_family family,
-                               gf_block_kind block, int64_t vocab, const char *path) {
+                               const char *block, int64_t vocab, const char *path) {
     char *text = NULL;
     GF_TRY(gf_recipe_resolved_text(r, &text));
     char vocab_text[32];
     snprintf(vocab_text, sizeof vocab_text, "%lld", (long long)vocab);
-    const char *keys[5] = {"format", "family", "block", "vocab", "recipe"};
-    const char *vals[5] = {format, gf_family_name(family), gf_block_name(block), vocab_text, text};
-    gf_status status = gf_st_save_params(path, p, 5, keys, vals);
+    const char *keys[5] = {"format", "family"}, *vals[5] = {format, gf_family_name(family)};
+    int n = 2;
+    if (block) keys[n] = "block", vals[n++] = block;
+    keys[n] = "vocab", vals[n++] = vocab_text;
+    keys[n] = "recipe", vals[n++] = text;
+    gf_status status = gf_st_save_params(path, p, n, keys, vals);
     free(text);
     return status;
 }
 
 gf_status gf_session_export(const gf_session *s, const char *path) {
-    return export_params(s->params, &s->r, s->task->format, s->r.model.family, s->r.model.block, s->vocab, path);
+    const char *block = s->task->language_model ? gf_block_name(s->r.model.block) : NULL;
+    return export_params(s->params, &s->r, s->task->format, s->r.model.family, block, s->vocab, path);
 }
 
 gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path) {
-    return export_params(&lm->params, r, gf_task_lm.format, lm->cfg.family, lm->cfg.block, lm->cfg.vocab, path);
+    return export_params(&lm->params, r, gf_task_lm.format, lm->cfg.family, gf_block_name(lm->cfg.block),
+                         lm->cfg.vocab, path);
 }
