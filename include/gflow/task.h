@@ -54,8 +54,8 @@ typedef struct gf_task_ops {
     double (*train_ppl)(float loss);
     void (*log_eval)(const gf_eval_result *res, int64_t step, int64_t epoch, int full);
     /* The task's summary.tsv lines (between best_epoch and tokens_per_s). */
-    void (*summary)(gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test);
-    void (*log_done)(gf_session *s, const gf_run_end *e);
+    void (*summary)(const gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test);
+    void (*log_done)(const gf_session *s, const gf_run_end *e);
     /* `gflow info`: the model line and what else describes its size (FLOPs). */
     void (*describe)(const gf_session *s, FILE *f);
     void (*close)(gf_session *s);

@@ -140,7 +140,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     return GF_OK;
 }
 
-static void report(const gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
+static void report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
                    double comm, double rss_mb, double peak) {
     int world = gf_dist_size();
     int64_t L = gf_session_tokens_per_row(s), Bg = B * world, steps = o->steps;
@@ -166,7 +166,7 @@ static void report(const gf_session *s, const bench_opts *o, const bench_times *
             printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
                    1e3 * s->ctx.prof.fwd_s[f] / (double)steps, 1e3 * s->ctx.prof.bwd_s[f] / (double)steps);
     }
-    const gf_lm *lm = gf_session_lm((gf_session *)s);
+    const gf_lm *lm = gf_session_lm(s);
     if (lm) { /* FLOPs are counted for the language models */
         double fpt = gf_lm_flops_per_token(&lm->cfg, L), gflops = 3.0 * fpt * tok / per * 1e-9;
         printf("flops_per_token_fwd: %.4g\n", fpt);

@@ -194,14 +194,14 @@ static double unigram_ppl(const gf_session *s, gf_split split) {
     return exp(nll / (double)(ev->n - 1));
 }
 
-static void lm_summary(gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test) {
+static void lm_summary(const gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test) {
     fprintf(f, "best_val_loss\t%.6f\nbest_val_ppl\t%.4f\nval_ppl_word\t%.4f\n", val->loss, val->ppl, val->ppl_word);
     fprintf(f, "test_loss\t%.6f\ntest_ppl\t%.4f\ntest_ppl_word\t%.4f\n", test->loss, test->ppl, test->ppl_word);
     fprintf(f, "unigram_val_ppl\t%.4f\nunigram_test_ppl\t%.4f\n", unigram_ppl(s, GF_SPLIT_VALID),
             unigram_ppl(s, GF_SPLIT_TEST));
 }
 
-static void lm_log_done(gf_session *s, const gf_run_end *e) {
+static void lm_log_done(const gf_session *s, const gf_run_end *e) {
     fprintf(stderr,
             "done: best valid ppl %.2f (step %lld, epoch %lld; unigram baseline %.2f), per word %.2f | test ppl "
             "%.2f, per word %.2f | %.0f tok/s | %.0f s\n",

@@ -185,7 +185,7 @@ static void nli_log_eval(const gf_eval_result *res, int64_t step, int64_t epoch,
             (long long)epoch + 1, res->loss, res->acc, full ? "" : " (partial)");
 }
 
-static void nli_summary(gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test) {
+static void nli_summary(const gf_session *s, FILE *f, const gf_eval_result *val, const gf_eval_result *test) {
     fprintf(f, "train_pairs\t%lld\n", (long long)task_of(s)->snli[GF_SPLIT_TRAIN].n);
     fprintf(f, "best_val_loss\t%.6f\nbest_val_acc\t%.5f\ntest_loss\t%.6f\ntest_acc\t%.5f\n", val->loss, val->acc,
             test->loss, test->acc);
@@ -198,7 +198,7 @@ static void nli_summary(gf_session *s, FILE *f, const gf_eval_result *val, const
     }
 }
 
-static void nli_log_done(gf_session *s, const gf_run_end *e) {
+static void nli_log_done(const gf_session *s, const gf_run_end *e) {
     (void)s;
     fprintf(stderr, "done: best dev accuracy %.4f (step %lld, epoch %lld) | test accuracy %.4f | %.0f s\n",
             e->val->acc, (long long)e->best_step, (long long)e->best_epoch + 1, e->test->acc, e->seconds);
