@@ -40,7 +40,7 @@ typedef struct gf_eval_result {
 /* Evaluate a run's checkpoint ("best" or "last") on a split (NULL: the recipe's eval split). */
 gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *split, gf_eval_result *res);
 
-/* Open a checkpoint and its recipe without data: used by info, export, sample. */
+/* The checkpoint a run directory holds ("best" or "last"), or run_dir_or_ckpt itself when it is a file. */
 gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char *path, size_t cap);
 
 #endif

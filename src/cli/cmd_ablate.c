@@ -58,6 +58,24 @@ static void print_plan(const gf_ablation *a, const char **only, int n_only) {
     }
 }
 
+/* The plot, the summary table on stdout, and where the files are. */
+static void show_summary(const gf_ablation *ab, int quiet) {
+    gf_status ps = gf_ablation_plot(ab);
+    if (ps) fprintf(stderr, "gflow ablate: warning: %s\n", gf_last_error());
+    char md[1200];
+    snprintf(md, sizeof md, "%s/summary.md", ab->study_dir);
+    FILE *f = fopen(md, "r");
+    if (f && !quiet) {
+        char line[2048];
+        printf("\n");
+        while (fgets(line, sizeof line, f)) if (line[0] == '|') fputs(line, stdout);
+    }
+    if (f) fclose(f);
+    char png[1200];
+    snprintf(png, sizeof png, "%s/curves.png", ab->study_dir);
+    printf("\nsummary: %s/summary.md, summary.tsv%s\n", ab->study_dir, !ps && access(png, F_OK) == 0 ? ", curves.png" : "");
+}
+
 int gf_cmd_ablate(int argc, char **argv) {
     const char *file = NULL;
     const char **only = calloc((size_t)argc, sizeof *only);
@@ -122,22 +140,7 @@ int gf_cmd_ablate(int argc, char **argv) {
     int rc = GF_EXIT_OK;
     if (st) rc = gf_cli_fail(st);
     else if (rs) rc = gf_cli_fail(rs);
-    if (!rs) {
-        gf_status ps = gf_ablation_plot(&ab);
-        if (ps) fprintf(stderr, "gflow ablate: warning: %s\n", gf_last_error());
-        char md[1200];
-        snprintf(md, sizeof md, "%s/summary.md", ab.study_dir);
-        FILE *f = fopen(md, "r");
-        if (f && !o.quiet) {
-            char line[2048];
-            printf("\n");
-            while (fgets(line, sizeof line, f)) if (line[0] == '|') fputs(line, stdout);
-        }
-        if (f) fclose(f);
-        char png[1200];
-        snprintf(png, sizeof png, "%s/curves.png", ab.study_dir);
-        printf("\nsummary: %s/summary.md, summary.tsv%s\n", ab.study_dir, !ps && access(png, F_OK) == 0 ? ", curves.png" : "");
-    }
+    if (!rs) show_summary(&ab, o.quiet);
     if (rc == GF_EXIT_OK && interrupted) {
         fprintf(stderr, "gflow ablate: stopped; run `gflow ablate %s` again to continue\n", file);
         rc = stop_flag ? 130 : GF_EXIT_OK;

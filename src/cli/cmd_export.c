@@ -1,7 +1,6 @@
 /* cmd_export.c — `gflow export RUN_DIR|CHECKPOINT OUT.safetensors`: weights for PyTorch users. */
 #include "cli.h"
-#include "gflow/train.h"
-#include "../train/session.h"
+#include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +9,9 @@ static void help(void) {
            "  Writes the model's weights in the safetensors format (8-byte header length, JSON header,\n"
            "  little-endian float32 blobs) under PyTorch-style names (tok_emb.weight,\n"
            "  blocks.0.mix.w_red.weight, ...; Linear weights [out, in]). The metadata holds the\n"
-           "  resolved recipe. tools/torch_ref.py builds the same model and loads these names.\n");
+           "  resolved recipe. tools/torch_ref.py builds the same model and loads these names. NLI runs\n"
+           "  export their classifier's tensors (tok_emb.weight, blocks.0.mix.w_plu.weight, cls.fc1.weight,\n"
+           "  ...; gflow/nli.h) with format gflow-nli-1.\n");
 }
 
 int gf_cmd_export(int argc, char **argv) {
@@ -25,15 +26,14 @@ int gf_cmd_export(int argc, char **argv) {
     }
     if (!src || !out) { help(); return GF_EXIT_USAGE; }
     char path[1100];
-    gf_recipe r;
-    gf_lm lm;
+    gf_session s;
+    memset(&s, 0, sizeof s);
     gf_status st = gf_run_ckpt_path(src, which, path, sizeof path);
-    if (!st) st = gf_session_model_from_ckpt(path, &r, &lm);
-    if (st) return gf_cli_fail(st);
-    st = gf_lm_export(&lm, &r, out);
-    if (st) { gf_lm_free(&lm); return gf_cli_fail(st); }
-    printf("exported %lld parameters (%lld tensors) from %s to %s\n", (long long)lm.params.n,
-           (long long)lm.params.n_items, path, out);
-    gf_lm_free(&lm);
+    if (!st) st = gf_session_from_ckpt(&s, path);
+    if (!st) st = gf_session_export(&s, out);
+    if (st) { gf_session_close(&s); return gf_cli_fail(st); }
+    printf("exported %lld parameters (%lld tensors) from %s to %s\n", (long long)s.params->n,
+           (long long)s.params->n_items, path, out);
+    gf_session_close(&s);
     return GF_EXIT_OK;
 }

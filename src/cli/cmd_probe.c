@@ -7,7 +7,8 @@
 
 static void help(void) {
     printf("usage: gflow probe KIND RUN_DIR [RUN_DIR_B] [options]\n\n"
-           "  Geometry probes of trained language models. Each writes RUN_DIR/probe-KIND.tsv (+ side\n"
+           "  Geometry probes of trained language models (NLI runs are refused: no token paths over\n"
+           "  text windows to follow). Each writes RUN_DIR/probe-KIND.tsv (+ side\n"
            "  tables) and RUN_DIR/probe-KIND.png. With two run directories both are probed and an overlay\n"
            "  probe-KIND-A-vs-B.{tsv,png} is written to --out (default RUN_DIR, the first).\n\n"
            "kinds:\n"

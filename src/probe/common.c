@@ -55,8 +55,11 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
     GF_TRY(gf_run_ckpt_path(run_dir, o->which, p->ckpt, sizeof p->ckpt));
     gf_recipe r;
     GF_TRY(gf_ckpt_peek_recipe(p->ckpt, &r, NULL));
-    if (r.data.dataset == GF_DS_SNLI)
-        return gf_error_set(GF_E_INVALID, "%s: an NLI checkpoint; the probes handle language models", p->ckpt);
+    const gf_task_ops *task = gf_task_of(&r);
+    if (task && !task->language_model)
+        return gf_error_set(GF_E_INVALID, "%s: task '%s' is not a language model; the probes apply to language models "
+                            "only (they follow each token's hidden state through the blocks over text windows)",
+                            p->ckpt, task->name);
     if (o->log) fprintf(stderr, "probe: %s (%s, %s, %lld layers)\n", p->ckpt, gf_family_name(r.model.family),
                         gf_block_name(r.model.block), (long long)r.model.n_layers);
     GF_TRY(gf_session_open(&p->s, &r, 0));
@@ -67,7 +70,7 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
     if (windows <= 0) return GF_OK;
     GF_TRY(gf_session_load_split(&p->s, GF_SPLIT_VALID, o->log));
     gf_lm_loader *ld = NULL;
-    const gf_ids *ids = &p->s.ids[GF_SPLIT_VALID];
+    const gf_ids *ids = gf_session_tokens(&p->s, GF_SPLIT_VALID);
     GF_TRY(gf_lm_loader_new(&ld, ids->data, ids->n, p->L, 1, 0, o->seed));
     int64_t have = gf_lm_loader_n_windows(ld);
     p->W = windows < have ? windows : have;

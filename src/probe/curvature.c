@@ -135,7 +135,7 @@ static void random_null(curv_acc *a, gf_tensor *const *hid, int64_t Wb, int64_t 
 
 /* Forward one prompt (ids, n tokens) and copy the target (last) token's hidden states (N+1, D). */
 static void prompt_states(gf_probe_run *p, const int32_t *ids, int64_t n, gf_tensor **hid, float *out) {
-    gf_lm *m = &p->s.lm;
+    gf_lm *m = gf_session_lm(&p->s);
     const int64_t N = m->cfg.n_layers, D = m->cfg.d_model;
     int32_t *w = malloc((size_t)(n + 1) * sizeof(int32_t));
     memcpy(w, ids, (size_t)n * sizeof(int32_t));
@@ -148,7 +148,7 @@ static void prompt_states(gf_probe_run *p, const int32_t *ids, int64_t n, gf_ten
 }
 
 static gf_status deflection(gf_probe_run *p, const gf_probe_opts *o, gf_tensor **hid) {
-    gf_lm *m = &p->s.lm;
+    gf_lm *m = gf_session_lm(&p->s);
     const int64_t N = m->cfg.n_layers, D = m->cfg.d_model;
     gf_prompt_pairs pairs = {0};
     gf_status st = GF_OK;
@@ -253,7 +253,7 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
     double t0 = gf_time_now();
     gf_status st = gf_probe_open(&p, run_dir, o, o->windows > 0 ? o->windows : 256);
     if (st) { gf_probe_close(&p); return st; }
-    gf_lm *m = &p.s.lm;
+    gf_lm *m = gf_session_lm(&p.s);
     const int64_t N = m->cfg.n_layers, D = m->cfg.d_model, L = p.L, BB = 8;
     if (N < 2) { gf_probe_close(&p); return gf_error_set(GF_E_INVALID, "%s: curvature needs at least 2 layers", p.ckpt); }
     gf_ctx_set_grad(&p.s.ctx, 0);

@@ -27,7 +27,7 @@ static gf_status loss_grad(void *u) {
     grad_ctx *g = u;
     gf_session *s = &g->p->s;
     gf_params_zero_grad(s->params);
-    gf_tensor *loss = gf_lm_forward(&s->lm, &s->ctx, g->p->win, g->B, g->p->L, NULL);
+    gf_tensor *loss = gf_lm_forward(gf_session_lm(s), &s->ctx, g->p->win, g->B, g->p->L, NULL);
     g->loss = loss->data[0];
     gf_tape_backward(&s->ctx, loss);
     gf_ctx_reset(&s->ctx);
@@ -160,7 +160,7 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
     double t0 = gf_time_now();
     gf_status st = gf_probe_open(&p, run_dir, o, o->windows > 0 ? o->windows : 2);
     if (st) { gf_probe_close(&p); return st; }
-    gf_lm *m = &p.s.lm;
+    gf_lm *m = gf_session_lm(&p.s);
     gf_pblock *bl = calloc((size_t)(6 * m->cfg.n_layers + 2), sizeof(gf_pblock));
     int64_t nbl = 0;
     st = make_blocks(m, bl, &nbl);

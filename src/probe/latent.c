@@ -32,7 +32,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
     double t0 = gf_time_now();
     gf_status st = gf_probe_open(&p, run_dir, o, o->windows > 0 ? o->windows : 64);
     if (st) { gf_probe_close(&p); return st; }
-    gf_lm *m = &p.s.lm;
+    gf_lm *m = gf_session_lm(&p.s);
     const int64_t N = m->cfg.n_layers, D = m->cfg.d_model, L = p.L, T = p.W * L, BB = 8;
     /* act[(l * 3 + c)] : (T, D) rows for layer l, component c (0 mix, 1 ffn, 2 hidden after the block) */
     float **act = calloc((size_t)(3 * N + 1), sizeof(float *));

@@ -4,7 +4,9 @@
 #define GF_PROBE_INTERNAL_H
 
 #include "gflow/probe.h"
-#include "train/session.h"
+#include "gflow/checkpoint.h"
+#include "gflow/session.h"
+#include "gflow/threads.h"
 #include <stdio.h>
 
 typedef struct gf_probe_run {

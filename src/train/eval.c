@@ -1,17 +1,18 @@
 /* eval.c — evaluate a run directory's checkpoint on a split. */
-#include "session.h"
+#include "gflow/session.h"
+#include "gflow/checkpoint.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char *path, size_t cap) {
-    struct stat st;
-    if (stat(run_dir_or_ckpt, &st) != 0)
+    struct stat sb;
+    if (stat(run_dir_or_ckpt, &sb) != 0)
         return gf_error_set(GF_E_NOTFOUND, "%s: no such run directory or checkpoint", run_dir_or_ckpt);
-    if (S_ISDIR(st.st_mode)) {
+    if (S_ISDIR(sb.st_mode)) {
         snprintf(path, cap, "%s/%s.ckpt", run_dir_or_ckpt, which ? which : "best");
-        if (stat(path, &st) != 0)
+        if (stat(path, &sb) != 0)
             return gf_error_set(GF_E_NOTFOUND, "%s: not found (has the run evaluated once? try --ckpt last)", path);
     } else {
         snprintf(path, cap, "%s", run_dir_or_ckpt);
@@ -27,9 +28,9 @@ gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *sp
     gf_split sp = r.eval.split;
     if (split) GF_TRY(gf_split_parse(split, &sp));
     gf_session s;
-    gf_status st = gf_session_open(&s, &r, 0);
-    if (!st) st = gf_ckpt_load(path, s.params, NULL);
-    if (!st) st = gf_session_eval(&s, sp, 0, res);
+    gf_status status = gf_session_open(&s, &r, 0);
+    if (!status) status = gf_ckpt_load(path, s.params, NULL);
+    if (!status) status = gf_session_eval(&s, sp, 0, res);
     gf_session_close(&s);
-    return st;
+    return status;
 }

@@ -2,7 +2,7 @@
  * same logits (tools/load_gflow.py), for both families; skipped without python3-torch. */
 #include "gf_test.h"
 #include "gflow.h"
-#include "train/session.h"
+#include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,7 +25,7 @@ static void check_family(const char *family, const char *block, const char *extr
     gf_recipe r;
     GF_REQUIRE_OK(gf_recipe_parse_text(text, "export.ini", NULL, 0, &r));
     gf_model_cfg c;
-    gf_session_model_cfg(&r, 53, &c);
+    gf_recipe_model_cfg(&r, 53, &c);
     gf_lm lm;
     GF_REQUIRE_OK(gf_lm_init(&lm, &c));
     gf_rng rng;

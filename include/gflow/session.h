@@ -1,0 +1,87 @@
+/* gflow/session.h — everything a run needs in one place: recipe, task (gflow/task.h),
+ * tokenizer, the task's model and data, the step context; and the training step that
+ * `gflow train` and `gflow bench` share. The trainer, the commands and the probes talk to a
+ * model only through these functions, so every task shares one training loop.
+ */
+#ifndef GFLOW_SESSION_H
+#define GFLOW_SESSION_H
+
+#include "gflow/model.h"
+#include "gflow/nli.h"
+#include "gflow/optim.h"
+#include "gflow/tape.h"
+#include "gflow/task.h"
+#include "gflow/tokenizer.h"
+
+typedef struct gf_session {
+    gf_recipe r;
+    const gf_task_ops *task;
+    void *task_data;         /* the task's own state: model, splits, loader, batch buffers */
+    gf_tokenizer *tok;       /* NULL for a session without data (gf_session_open_model) */
+    int64_t vocab;           /* ids the model embeds */
+    gf_params *params;       /* the model's parameters (inside task_data) */
+    int loaded[3];           /* per split (train, valid, test) */
+    int64_t train_B;         /* training batch size */
+    gf_rng rng;              /* the init stream, then (gf_session_open) the dropout stream */
+    gf_ctx ctx;
+    int ctx_ready;
+} gf_session;
+
+/* Build tokenizer and model from the recipe (weights initialised from run.seed). */
+gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
+/* The model alone, for `vocab` ids, no tokenizer and no data. init: draw the weights from
+ * run.seed (s->rng continues that stream); else leave them for a checkpoint to fill. */
+gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int init);
+/* The model of a checkpoint without any data: recipe and vocabulary come from its metadata. */
+gf_status gf_session_from_ckpt(gf_session *s, const char *path);
+/* Load (tokenize, via the cache) one split. */
+gf_status gf_session_load_split(gf_session *s, gf_split split, int log);
+/* Training loader over the train split; returns the number of items (windows or pairs). */
+gf_status gf_session_train_loader(gf_session *s, int64_t B, int64_t *n_items, int log);
+/* Next training batch into the session's buffers; *rows = 0 only at an epoch boundary. */
+gf_status gf_session_next(gf_session *s, int64_t *rows);
+/* Forward of rows [lo, lo+n) of the current batch (a data-parallel rank's slice). */
+gf_tensor *gf_session_forward_rows(gf_session *s, int64_t lo, int64_t n);
+int64_t gf_session_tokens_per_row(const gf_session *s);
+gf_status gf_session_loader_state(const gf_session *s, gf_loader_state *ls);
+gf_status gf_session_set_loader_state(gf_session *s, const gf_loader_state *ls);
+/* Evaluate on a split (max_batches 0 = the whole split). */
+gf_status gf_session_eval(gf_session *s, gf_split split, int64_t max_batches, gf_eval_result *res);
+void gf_session_close(gf_session *s);
+/* Path of a split's file per the recipe (data dir + file name). */
+void gf_session_split_path(const gf_session *s, gf_split split, char *path, size_t cap);
+/* `gflow export`: the weights as safetensors, with the task's format, the resolved recipe and
+ * the vocabulary in the metadata (tools/load_gflow.py rebuilds the PyTorch model from these). */
+gf_status gf_session_export(const gf_session *s, const char *path);
+
+/* The language model of a session, NULL when its task is another. */
+gf_lm *gf_session_lm(gf_session *s);
+/* The token stream of a loaded split of a language-model session (NULL for other tasks). */
+const gf_ids *gf_session_tokens(const gf_session *s, gf_split split);
+/* gf_session_export for a bare LM (what tools/load_gflow.py reads). */
+gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path);
+
+/* ---- the training step ---- */
+
+typedef struct gf_step_in {
+    int64_t rows;             /* rows of the global batch */
+    int64_t lo, n;            /* this rank's rows [lo, lo+n) of it in the task's buffers */
+    double lr, clip;          /* clip <= 0: none (the norm is still computed) */
+    volatile int *stop_flag;  /* summed with the gradients: any rank's flag stops them all */
+} gf_step_in;
+
+typedef struct gf_step_out {
+    float loss;               /* the global batch's mean loss */
+    double grad_norm;         /* global gradient norm before clipping */
+    const char *nonfinite;    /* non-NULL: the loss or a gradient is not finite (names it); no update */
+    int stop_all;             /* N > 1: some rank's stop flag was set */
+    double s_forward, s_backward, s_comm, s_update; /* seconds per phase */
+} gf_step_out;
+
+/* One optimizer step on the current batch: zero gradients, forward and backward of this rank's
+ * rows, one gradient allreduce (each rank's mean pre-scaled by n / rows), global-norm clip,
+ * AdamW unless a value is not finite. Every rank calls it on the same global batch. */
+gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
+                        gf_step_out *out);
+
+#endif
