@@ -25,6 +25,7 @@ typedef struct row {
     int64_t resumable_step;/* an interrupted seed's step (-1: none) */
     double params, val, val_sd, test, test_sd, word, tok, delta;
     char epochs[256], steps[256];
+    char build[128];       /* build id of its finished seeds ("mixed" if they differ; "" none) */
 } row;
 
 static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
@@ -50,6 +51,10 @@ static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
         word[s] = gf_run_summary_num(&k, "test_ppl_word");
         tok[s] = gf_run_summary_num(&k, "tokens_per_s");
         if (isnan(r->params)) r->params = gf_run_summary_num(&k, "params");
+        const char *b = gf_run_summary_get(&k, "build");
+        b = b ? b : "unknown (before build ids)";
+        if (!r->build[0]) snprintf(r->build, sizeof r->build, "%s", b);
+        else if (strcmp(r->build, b)) snprintf(r->build, sizeof r->build, "mixed");
         double be = gf_run_summary_num(&k, "best_epoch"), bs = gf_run_summary_num(&k, "best_step");
         if (eo < 200) eo += snprintf(r->epochs + eo, sizeof r->epochs - (size_t)eo, "%s%.0f", eo ? "," : "", be);
         if (so < 200) so += snprintf(r->steps + so, sizeof r->steps - (size_t)so, "%s%.0f", so ? "," : "", bs);
@@ -200,6 +205,27 @@ static void md_row(FILE *m, const gf_ablation *a, int64_t vi, const row *r) {
 }
 
 /* summary.tsv and summary.md from the rows */
+/* Which build produced the rows: one table should come from one build (a build changes the
+ * floating-point results); say so when it does not, naming each row's build. */
+static void md_builds(FILE *m, const gf_ablation *a, const row *rows) {
+    const char *first = NULL;
+    int same = 1;
+    for (int64_t vi = 0; vi < a->n_variants; vi++) {
+        if (!rows[vi].build[0]) continue;
+        if (!first) first = rows[vi].build;
+        else if (strcmp(first, rows[vi].build)) same = 0;
+    }
+    if (!first) return;
+    if (same && strcmp(first, "mixed")) {
+        fprintf(m, "\nEvery finished row was produced by build `%s`.\n", first);
+        return;
+    }
+    fprintf(m, "\n**The rows come from different builds** (compare them with care):");
+    for (int64_t vi = 0; vi < a->n_variants; vi++)
+        if (rows[vi].build[0]) fprintf(m, " %s `%s`;", a->variants[vi].name, rows[vi].build);
+    fprintf(m, "\n");
+}
+
 static gf_status write_summaries(const gf_ablation *a, const row *rows, const char *command) {
     char tpath[1200], mpath[1200];
     snprintf(tpath, sizeof tpath, "%s/summary.tsv", a->study_dir);
@@ -217,6 +243,7 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
         tsv_row(t, &a->variants[vi], &rows[vi]);
         md_row(m, a, vi, &rows[vi]);
     }
+    md_builds(m, a, rows);
     fprintf(m, "\n![validation perplexity vs step](curves.png)\n\nRegenerate this file with `%s`.\n", command);
     int bad = ferror(t) || ferror(m);
     bad |= fclose(t) != 0;

@@ -358,6 +358,33 @@ static cJSON *raw_int(uint64_t v) {
     return cJSON_CreateRaw(b); /* exact integers, never %g */
 }
 
+/* One tensor's header entry {dtype, shape, data_offsets} at byte offset off; *size its bytes. */
+static gf_status add_entry(cJSON *root, const char *path, const char *name, gf_safetensors_dtype dtype, int32_t ndim,
+                           const int64_t *shape, uint64_t off, size_t *size) {
+    *size = 0;
+    if (!name || strcmp(name, "__metadata__") == 0 || cJSON_GetObjectItemCaseSensitive(root, name))
+        return gf_error_set(GF_E_INVALID, "%s: tensor name %s is reserved or given twice", path,
+                            name ? name : "(null)");
+    if (ndim < 0 || ndim > GF_SAFETENSORS_MAX_DIMS || (dtype != GF_SAFETENSORS_F32 && dtype != GF_SAFETENSORS_I32))
+        return gf_error_set(GF_E_INVALID, "%s: tensor %s: bad ndim %d or dtype", path, name, ndim);
+    uint64_t numel = 1;
+    cJSON *e = cJSON_AddObjectToObject(root, name);
+    cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+    int ok = e && sh && cJSON_AddStringToObject(e, "dtype", gf_safetensors_dtype_name(dtype));
+    for (int32_t d = 0; ok && d < ndim; d++) {
+        if (shape[d] < 0) return gf_error_set(GF_E_INVALID, "%s: tensor %s: negative dimension", path, name);
+        numel *= (uint64_t)shape[d];
+        cJSON *v = raw_int((uint64_t)shape[d]);
+        ok = v && cJSON_AddItemToArray(sh, v);
+    }
+    *size = (size_t)(numel * 4);
+    cJSON *os = ok ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+    cJSON *ob = os ? raw_int(off) : NULL, *oe = ob ? raw_int(off + *size) : NULL;
+    if (!oe || !cJSON_AddItemToArray(os, ob) || !cJSON_AddItemToArray(os, oe))
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+    return GF_OK;
+}
+
 gf_status gf_safetensors_write(const char *path, int64_t n, const char *const names[],
                       const gf_safetensors_dtype dtypes[], const int32_t ndims[],
                       const int64_t *const shapes[], const void *const datas[], int64_t n_meta,
@@ -384,40 +411,11 @@ gf_status gf_safetensors_write(const char *path, int64_t n, const char *const na
         }
     }
     uint64_t off = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!names[i] || strcmp(names[i], "__metadata__") == 0 ||
-            cJSON_GetObjectItemCaseSensitive(root, names[i])) {
-            s = gf_error_set(GF_E_INVALID, "%s: tensor name %s is reserved or given twice", path,
-                             names[i] ? names[i] : "(null)");
-            goto done;
-        }
-        if (ndims[i] < 0 || ndims[i] > GF_SAFETENSORS_MAX_DIMS ||
-            (dtypes[i] != GF_SAFETENSORS_F32 && dtypes[i] != GF_SAFETENSORS_I32)) {
-            s = gf_error_set(GF_E_INVALID, "%s: tensor %s: bad ndim %d or dtype", path, names[i], ndims[i]);
-            goto done;
-        }
-        uint64_t numel = 1;
-        cJSON *e = cJSON_AddObjectToObject(root, names[i]);
-        cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
-        int ok = e && sh && cJSON_AddStringToObject(e, "dtype", gf_safetensors_dtype_name(dtypes[i]));
-        for (int32_t d = 0; ok && d < ndims[i]; d++) {
-            if (shapes[i][d] < 0) {
-                s = gf_error_set(GF_E_INVALID, "%s: tensor %s: negative dimension", path, names[i]);
-                goto done;
-            }
-            numel *= (uint64_t)shapes[i][d];
-            cJSON *v = raw_int((uint64_t)shapes[i][d]);
-            ok = v && cJSON_AddItemToArray(sh, v);
-        }
-        sizes[i] = (size_t)(numel * 4);
-        cJSON *os = ok ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
-        cJSON *ob = os ? raw_int(off) : NULL, *oe = ob ? raw_int(off + sizes[i]) : NULL;
-        if (!oe || !cJSON_AddItemToArray(os, ob) || !cJSON_AddItemToArray(os, oe)) {
-            s = gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
-            goto done;
-        }
+    for (int64_t i = 0; i < n && s == GF_OK; i++) {
+        s = add_entry(root, path, names[i], dtypes[i], ndims[i], shapes[i], off, &sizes[i]);
         off += sizes[i];
     }
+    if (s) goto done;
     char *json = cJSON_PrintUnformatted(root);
     if (!json) {
         s = gf_error_set(GF_E_NOMEM, "%s: out of memory", path);

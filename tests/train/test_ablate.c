@@ -124,6 +124,9 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     char *md = gf_test_slurp(q, &n);
     GF_REQUIRE(md, "summary.md");
     GF_CHECK(strstr(md, "| r4 | `model.r=4` |") && strstr(md, "`gflow ablate a.ini --report`"), "md:\n%s", md);
+    char built[200];   /* the table names the one build that produced its rows */
+    snprintf(built, sizeof built, "Every finished row was produced by build `%s`.", gf_build_id());
+    GF_CHECK(strstr(md, built) != NULL, "md names the build:\n%s", md);
     free(md);
     snprintf(q, sizeof q, "%s/out/a/curves.tsv", root);
     char *cv = gf_test_slurp(q, &n);
