@@ -86,6 +86,14 @@ static inline gf_tensor *gf_block_at(const gf_block *b, const gf_block_tensor *t
 gf_tensor *gf_nn_param(gf_params *ps, const char *name, gf_param_kind kind, int64_t d0, int64_t d1);
 /* Declare layer `layer`'s tensors in table order and point b's fields at them. */
 void gf_block_register(gf_params *ps, const gf_block_cfg *c, int64_t layer, gf_block *b);
+/* The trunk every head shares, registered in checkpoint order: tok_emb.weight (vocab, D),
+ * pos_emb.weight (max_len, D), the n_layers blocks, ln_f.weight and ln_f.bias (D). */
+typedef struct gf_trunk_slots {
+    gf_tensor **tok_emb, **pos_emb, **ln_f_w, **ln_f_b;
+    gf_block *blocks;           /* n_layers of them */
+} gf_trunk_slots;
+void gf_trunk_register(gf_params *ps, const gf_block_cfg *c, int64_t vocab, int64_t max_len, int64_t n_layers,
+                       const gf_trunk_slots *out);
 
 /* What one call of a block reads besides x, and what it reports. */
 typedef struct gf_block_in {

@@ -81,6 +81,15 @@ void gf_block_register(gf_params *ps, const gf_block_cfg *c, int64_t layer, gf_b
     }
 }
 
+void gf_trunk_register(gf_params *ps, const gf_block_cfg *c, int64_t vocab, int64_t max_len, int64_t n_layers,
+                       const gf_trunk_slots *out) {
+    *out->tok_emb = gf_nn_param(ps, "tok_emb.weight", GF_PK_EMBED, vocab, c->d_model);
+    *out->pos_emb = gf_nn_param(ps, "pos_emb.weight", GF_PK_EMBED, max_len, c->d_model);
+    for (int64_t l = 0; l < n_layers; l++) gf_block_register(ps, c, l, &out->blocks[l]);
+    *out->ln_f_w = gf_nn_param(ps, "ln_f.weight", GF_PK_NORM, c->d_model, 0);
+    *out->ln_f_b = gf_nn_param(ps, "ln_f.bias", GF_PK_NORM, c->d_model, 0);
+}
+
 gf_tensor *gf_ffn(gf_ctx *ctx, const gf_block *b, gf_tensor *y, float p) {
     gf_tensor *h = gf_gelu(ctx, gf_linear(ctx, y, b->fc1_w, b->fc1_b));
     return gf_dropout(ctx, gf_linear(ctx, h, b->fc2_w, b->fc2_b), p);

@@ -63,11 +63,8 @@ gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
     m->cfg = *cfg;
     gf_params_init(&m->params);
     const gf_block_cfg bc = block_cfg(cfg);
-    m->tok_emb = gf_nn_param(&m->params, "tok_emb.weight", GF_PK_EMBED, cfg->vocab, cfg->d_model);
-    m->pos_emb = gf_nn_param(&m->params, "pos_emb.weight", GF_PK_EMBED, cfg->max_len, cfg->d_model);
-    for (int64_t l = 0; l < cfg->n_layers; l++) gf_block_register(&m->params, &bc, l, &m->blocks[l]);
-    m->ln_f_w = gf_nn_param(&m->params, "ln_f.weight", GF_PK_NORM, cfg->d_model, 0);
-    m->ln_f_b = gf_nn_param(&m->params, "ln_f.bias", GF_PK_NORM, cfg->d_model, 0);
+    gf_trunk_register(&m->params, &bc, cfg->vocab, cfg->max_len, cfg->n_layers,
+                      &(gf_trunk_slots){&m->tok_emb, &m->pos_emb, &m->ln_f_w, &m->ln_f_b, m->blocks});
     return gf_params_alloc(&m->params);
 }
 

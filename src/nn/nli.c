@@ -54,11 +54,8 @@ gf_status gf_nli_init(gf_nli *m, const gf_nli_cfg *cfg) {
     gf_params_init(ps);
     const gf_block_cfg bc = block_cfg(cfg);
     const int64_t D = cfg->d_model, Hc = cfg->classifier_hidden;
-    m->tok_emb = gf_nn_param(ps, "tok_emb.weight", GF_PK_EMBED, cfg->vocab, D);
-    m->pos_emb = gf_nn_param(ps, "pos_emb.weight", GF_PK_EMBED, cfg->max_len, D);
-    for (int64_t l = 0; l < cfg->n_layers; l++) gf_block_register(ps, &bc, l, &m->blocks[l]);
-    m->ln_f_w = gf_nn_param(ps, "ln_f.weight", GF_PK_NORM, D, 0);
-    m->ln_f_b = gf_nn_param(ps, "ln_f.bias", GF_PK_NORM, D, 0);
+    gf_trunk_register(ps, &bc, cfg->vocab, cfg->max_len, cfg->n_layers,
+                      &(gf_trunk_slots){&m->tok_emb, &m->pos_emb, &m->ln_f_w, &m->ln_f_b, m->blocks});
     m->cls_fc1_w = gf_nn_param(ps, "cls.fc1.weight", GF_PK_WEIGHT, Hc, 4 * D);
     m->cls_fc1_b = gf_nn_param(ps, "cls.fc1.bias", GF_PK_BIAS, Hc, 0);
     m->cls_fc2_w = gf_nn_param(ps, "cls.fc2.weight", GF_PK_WEIGHT, GF_NLI_CLASSES, Hc);
