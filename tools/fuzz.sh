@@ -27,9 +27,16 @@ fi
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cflags="-std=c11 -O1 -g $san -fsanitize=fuzzer-no-link -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
         -fno-fast-math -Iinclude -Isrc -I/usr/include/cjson $(pkg-config --cflags openblas 2>/dev/null)"
+# the build identity meson gives the library (src/core/version.c, describe.c from describe.c.in);
+# no spaces in these values: $cflags is split on words
+ver=$(sed -n "s/^ *version: *'\([^']*\)'.*/\1/p" meson.build | head -1)
+desc=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+sed "s/@VCS_TAG@/$desc/" src/core/describe.c.in > "$out/describe.c.new"
+cmp -s "$out/describe.c.new" "$out/describe.c" || mv "$out/describe.c.new" "$out/describe.c"
+cflags="$cflags -DGF_VERSION=\"$ver\" -DGF_BUILD_OPTS=\"fuzz-build\" -DGF_BUILD_CPU=\"default\" -DGF_BUILD_BLAS=\"openblas\" -DGF_BUILD_TYPE=\"fuzz\""
 # the library: every src/ stage except the CLI (same set as gf_src in meson)
 objs=()
-for f in src/core/*.c src/ops/*.c src/nn/*.c src/optim/*.c src/data/*.c src/recipe/*.c src/train/*.c; do
+for f in "$out/describe.c" src/core/*.c src/ops/*.c src/nn/*.c src/optim/*.c src/data/*.c src/recipe/*.c src/train/*.c; do
   o="$out/obj/$(echo "$f" | tr / _).o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "include/gflow" -nt "$o" ]; then
     $CC $cflags -fopenmp -c "$f" -o "$o" || { echo "fuzz: compiling $f failed"; echo "0 passed, 1 failed"; exit 1; }
