@@ -13,6 +13,13 @@ gf_status gf_mkdir_p(const char *dir);
 /* The directory part of path ("." without a slash, "/" for "/x"), truncated to cap. */
 void gf_path_dir(const char *path, char *out, size_t cap);
 
+/* Exclusive lock on a directory, held until gf_dir_unlock or the process ends: flock on
+ * "<dir>/.lock" (created when missing; it then holds the holder's pid). Fails at once, never
+ * waits: GF_E_INVALID "DIR is in use by another gflow process (pid N)" when another process
+ * holds it. *fd gets the lock's descriptor (-1 on failure). */
+gf_status gf_dir_lock(const char *dir, int *fd);
+void gf_dir_unlock(int *fd);
+
 /* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
  * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
  * tmp file. After a failed write or commit the tmp file is already removed. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,35 @@ void gf_path_dir(const char *path, char *out, size_t cap) {
     if (n >= cap) n = cap - 1;
     memcpy(out, path, n);
     out[n] = 0;
+}
+
+gf_status gf_dir_lock(const char *dir, int *fd) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return gf_error_set(GF_E_IO, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char buf[32] = {0}, who[64] = "";
+        ssize_t n = pread(*fd, buf, sizeof buf - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+        close(*fd);
+        *fd = -1;
+        if (e == EWOULDBLOCK)
+            return gf_error_set(GF_E_INVALID, "%s is in use by another gflow process%s: wait for it to end, or stop it",
+                                dir, who);
+        return gf_error_set(GF_E_IO, "%s: cannot lock: %s", path, strerror(e));
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(*fd, 0) != 0 || pwrite(*fd, pid, (size_t)n, 0) != n) { /* the pid is a courtesy: no error */ }
+    return GF_OK;
+}
+
+void gf_dir_unlock(int *fd) {
+    if (*fd >= 0) close(*fd); /* releases the flock; the file stays (removing it would race) */
+    *fd = -1;
 }
 
 gf_status gf_mkdir_p(const char *dir) {

@@ -59,6 +59,7 @@ typedef struct trainer {
     int64_t n_items;          /* training windows or pairs */
     double t_start, t_steps;  /* wall clock: start of this process's loop, time in its steps */
     int64_t steps_here;       /* steps done by this process */
+    int lock_fd;              /* rank 0: flock on <dir>/.lock, held for the whole run (-1: none) */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -258,13 +259,16 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
     return GF_OK;
 }
 
+/* Rank 0 locks the run directory before it reads or writes anything in it, so two processes
+ * (a --resume or an --overwrite while the run is still training) cannot interleave. */
+static gf_status lock_run_dir(trainer *t, const gf_train_opts *o) {
+    if (!o->resume_dir) GF_TRY(gf_mkdir_p(t->dir));
+    return gf_dir_lock(t->dir, &t->lock_fd);
+}
+
 /* Steps per epoch and in all, the optimizer; the train state from last.ckpt or afresh. */
 static gf_status plan_run(trainer *t, const gf_train_opts *o) {
     const gf_recipe *r = &t->s.r;
-    if (t->B % t->world != 0)
-        return gf_error_set(GF_E_INVALID, "[train] batch_size = %lld does not divide among %d ranks: the global batch "
-                            "stays the recipe's and each rank takes batch_size / N rows (pick N dividing it)",
-                            (long long)t->B, t->world);
     t->steps_per_epoch = (t->n_items + t->B - 1) / t->B;
     t->total = r->train.epochs * t->steps_per_epoch;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
@@ -423,6 +427,11 @@ static gf_status finish_run(trainer *t) {
 }
 
 static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
+    if (t->B % t->world != 0)
+        return gf_error_set(GF_E_INVALID, "[train] batch_size = %lld does not divide among %d ranks: the global batch "
+                            "stays the recipe's and each rank takes batch_size / N rows (pick N dividing it)",
+                            (long long)t->B, t->world);
+    GF_TRY(gf_dist_agree(t->rank == 0 ? lock_run_dir(t, o) : GF_OK));
     GF_TRY(plan_run(t, o));
     /* only rank 0 touches the run directory; every rank learns whether it could */
     GF_TRY(gf_dist_agree(t->rank == 0 ? open_run_dir(t, o) : GF_OK));
@@ -459,6 +468,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     t->world = gf_dist_size();
     t->log = !o->quiet && t->rank == 0;
     t->last_full_step = -1;
+    t->lock_fd = -1;
     gf_status status = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!status) {
         if (o->resume_dir) snprintf(t->dir, sizeof t->dir, "%s", o->resume_dir);
@@ -476,6 +486,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     if (!status) status = run(t, o, interrupted);
     if (t->metrics) fclose(t->metrics);
     if (t->speed) fclose(t->speed);
+    gf_dir_unlock(&t->lock_fd);
     free(t->recipe_text);
     gf_session_close(&t->s);
     free(t);

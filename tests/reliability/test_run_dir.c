@@ -1,0 +1,76 @@
+/* test_run_dir.c — through the real `gflow` binary: a run directory belongs to one process at a
+ * time (a second `train` on it fails at once), --resume checks what it resumes (the checkpoint
+ * belongs to the run, metrics.tsv is as long as the checkpoint recorded), and no command writes
+ * over one of its inputs or a run's own files (issue 20, items 1-5). */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void dir_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", rel_runs_dir(), name); }
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* 1 when the file exists and holds a NUL byte */
+static int has_nul(const char *path) {
+    size_t n = 0;
+    char *b = gf_test_slurp(path, &n);
+    int nul = b && memchr(b, 0, n) != NULL;
+    free(b);
+    return nul;
+}
+
+/* Item 1: while a run trains (its first checkpoint written), `train --resume` and `train
+ * --overwrite` on the same directory exit 1 at once with one line naming the directory and the
+ * holder's pid; the running run is undisturbed. */
+GF_TEST(smoke, rel_run_dir_locked_while_training) {
+    char d[800], ck[900], met[900], log[900], sn[] = "run.name=locked";
+    dir_of(d, sizeof d, "locked");
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(log, sizeof log, "%s/locked.log", rel_runs_dir());
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--set",
+                       "train.max_steps=100000", NULL};
+    pid_t pid = rel_gflow_spawn(log, a);
+    GF_REQUIRE(pid > 0, "spawn");
+    int status = 0, gone = 0;
+    for (int i = 0; i < 1200 && access(ck, F_OK) != 0; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) { gone = 1; break; }
+        sleep_ms(50);
+    }
+    if (gone || access(ck, F_OK) != 0) {
+        if (!gone) { kill(pid, SIGKILL); waitpid(pid, &status, 0); }
+        GF_REQUIRE(0, "the background run wrote no checkpoint (see %s)", log);
+    }
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)pid);
+    rel_result res;
+    /* --stop-after keeps an unlocked second process short (it would otherwise run for long) */
+    const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", "6", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, d) && strstr(res.err, pidtxt),
+             "--resume while training: exit %d, stderr: %s", res.exit_code, res.err);
+    const char *o[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--stop-after", "3", NULL};
+    rel_gflow(&res, 0, o);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, d) && strstr(res.err, pidtxt),
+             "--overwrite while training: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the first run ended early: %d", status);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    GF_CHECK(!has_nul(met), "metrics.tsv holds NUL bytes");
+    /* the lock goes with its process: the killed run resumes */
+    const char *r2[] = {"train", "--resume", d, "--quiet", "--stop-after", "12", NULL};
+    rel_gflow(&res, 0, r2);
+    GF_CHECK(res.exit_code == 0 || res.exit_code == 130, "resume after the holder died: exit %d, stderr: %s",
+             res.exit_code, res.err);
+}
