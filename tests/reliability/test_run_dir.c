@@ -74,3 +74,86 @@ GF_TEST(smoke, rel_run_dir_locked_while_training) {
     GF_CHECK(res.exit_code == 0 || res.exit_code == 130, "resume after the holder died: exit %d, stderr: %s",
              res.exit_code, res.err);
 }
+
+/* `gflow train base --quiet --set run.name=NAME --stop-after STEPS [--set EXTRA]` */
+static void train_stopped(rel_result *res, const char *name, const char *steps, const char *extra) {
+    char sn[128];
+    snprintf(sn, sizeof sn, "run.name=%s", name);
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--stop-after", steps,
+                       extra ? "--set" : NULL, extra, NULL};
+    rel_gflow(res, 0, a);
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *b = gf_test_slurp(from, &n);
+    if (b) gf_test_write_file(to, b, n);
+    free(b);
+}
+
+/* Item 2: a last.ckpt of another run (another model shape) in a run directory is refused on
+ * --resume, naming the checkpoint and the run's recipe.ini; nothing in the directory changes. */
+GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
+    rel_result res;
+    char a[800], b[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
+    dir_of(a, sizeof a, "own");
+    dir_of(b, sizeof b, "foreign");
+    train_stopped(&res, "own", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run own: %s", res.err);
+    train_stopped(&res, "foreign", "12", "model.d_model=16");
+    GF_REQUIRE(res.exit_code == 0, "run foreign: %s", res.err);
+    snprintf(cka, sizeof cka, "%s/last.ckpt", a);
+    snprintf(ckb, sizeof ckb, "%s/last.ckpt", b);
+    snprintf(met, sizeof met, "%s/metrics.tsv", a);
+    snprintf(rec, sizeof rec, "%s/recipe.ini", a);
+    copy_file(ckb, cka);
+    snprintf(keep, sizeof keep, "%s/own-ckpt-copy", rel_runs_dir());
+    snprintf(mkeep, sizeof mkeep, "%s/own-metrics-copy", rel_runs_dir());
+    copy_file(cka, keep);
+    copy_file(met, mkeep);
+    const char *r[] = {"train", "--resume", a, "--quiet", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, cka) && strstr(res.err, rec),
+             "resume on a foreign checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(rel_files_equal(cka, keep) && rel_files_equal(met, mkeep), "the run directory changed");
+    /* its own checkpoint still resumes, also when recipe.ini's comment (the build) differs */
+    train_stopped(&res, "own", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run own again: %s", res.err);
+    size_t n = 0;
+    char *ini = gf_test_slurp(rec, &n);
+    char *nl = ini ? strchr(ini, '\n') : NULL;
+    GF_REQUIRE(ini && ini[0] == '#' && nl, "recipe.ini starts with a comment");
+    FILE *f = fopen(rec, "w");
+    GF_REQUIRE(f, "rewrite %s", rec);
+    fprintf(f, "# resolved by another build\n%s", nl + 1);
+    fclose(f);
+    free(ini);
+    const char *r2[] = {"train", "--resume", a, "--quiet", "--stop-after", "15", NULL};
+    rel_gflow(&res, 0, r2);
+    GF_CHECK(res.exit_code == 0, "resume on its own checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+}
+
+/* Item 3: a metrics.tsv shorter than the checkpoint recorded is refused on --resume (never
+ * extended with NUL bytes), naming the file; it is left as it was. */
+GF_TEST(smoke, rel_resume_refuses_short_metrics) {
+    rel_result res;
+    char d[800], met[900];
+    dir_of(d, sizeof d, "short-metrics");
+    train_stopped(&res, "short-metrics", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    size_t n = 0;
+    char *m = gf_test_slurp(met, &n);
+    GF_REQUIRE(m && n > 100, "metrics.tsv");
+    gf_test_write_file(met, m, n / 2);
+    const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", "15", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, met),
+             "resume with a short metrics.tsv: exit %d, stderr: %s", res.exit_code, res.err);
+    size_t n2 = 0;
+    char *m2 = gf_test_slurp(met, &n2);
+    GF_CHECK(m2 && n2 == n / 2 && !memcmp(m, m2, n2), "metrics.tsv changed (%zu bytes, was %zu)", n2, n / 2);
+    GF_CHECK(!has_nul(met), "metrics.tsv holds NUL bytes");
+    free(m);
+    free(m2);
+}
