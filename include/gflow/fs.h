@@ -20,6 +20,12 @@ void gf_path_dir(const char *path, char *out, size_t cap);
 gf_status gf_dir_lock(const char *dir, int *fd);
 void gf_dir_unlock(int *fd);
 
+/* Before a command writes `out`: GF_E_INVALID ("OUT would overwrite ...") when it is one of the
+ * n inputs (the same file: device and inode, so ./x, x and symlinks count), or one of a run
+ * directory's own files (last.ckpt, best.ckpt, metrics.tsv, recipe.ini, summary.tsv, speed.tsv
+ * in a directory holding recipe.ini or last.ckpt), however spelled. */
+gf_status gf_output_check(const char *out, const char *const *inputs, int n);
+
 /* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
  * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
  * tmp file. After a failed write or commit the tmp file is already removed. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,3 +160,40 @@ gf_status gf_atomic_commit(gf_atomic_file *af) {
     return s;
 }
 
+
+static const char *const k_run_files[] = {"last.ckpt", "best.ckpt", "metrics.tsv", "recipe.ini", "summary.tsv",
+                                          "speed.tsv"};
+
+/* out's absolute path with symlinks resolved (its directory's, when out does not exist yet) */
+static int resolve_out(const char *out, char *full, size_t cap) {
+    char buf[PATH_MAX];
+    if (realpath(out, buf)) return snprintf(full, cap, "%s", buf) < (int)cap;
+    char dir[PATH_MAX];
+    gf_path_dir(out, dir, sizeof dir);
+    const char *base = strrchr(out, '/');
+    base = base ? base + 1 : out;
+    if (!realpath(dir, buf)) return 0;
+    return snprintf(full, cap, "%s/%s", buf, base) < (int)cap;
+}
+
+gf_status gf_output_check(const char *out, const char *const *inputs, int n) {
+    struct stat so, si;
+    if (stat(out, &so) == 0)
+        for (int i = 0; i < n; i++)
+            if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+                return gf_error_set(GF_E_INVALID, "%s would overwrite %s, an input of this command: pick another "
+                                    "output path", out, inputs[i]);
+    char full[PATH_MAX + 64], dir[PATH_MAX + 64], probe[PATH_MAX + 80];
+    if (!resolve_out(out, full, sizeof full)) return GF_OK; /* no such directory: nothing to overwrite */
+    gf_path_dir(full, dir, sizeof dir);
+    const char *base = strrchr(full, '/') + 1;
+    snprintf(probe, sizeof probe, "%s/recipe.ini", dir);
+    int run_dir = access(probe, F_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/last.ckpt", dir);
+    run_dir = run_dir || access(probe, F_OK) == 0;
+    for (size_t i = 0; run_dir && i < sizeof k_run_files / sizeof k_run_files[0]; i++)
+        if (!strcmp(base, k_run_files[i]))
+            return gf_error_set(GF_E_INVALID, "%s would overwrite %s, a file of the run in %s: pick another output "
+                                "path", out, k_run_files[i], dir);
+    return GF_OK;
+}

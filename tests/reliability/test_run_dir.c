@@ -157,3 +157,52 @@ GF_TEST(smoke, rel_resume_refuses_short_metrics) {
     free(m);
     free(m2);
 }
+
+/* Item 4: `gflow export` never writes over its input or a run's own files, however the path is
+ * spelled (./x, a symlink); the files stay as they were. */
+GF_TEST(smoke, rel_export_refuses_to_overwrite_run_files) {
+    rel_result res;
+    char d[800], ck[900], dot[900], link[900], met[900], best[900], keep[900], other[900];
+    dir_of(d, sizeof d, "export-guard");
+    train_stopped(&res, "export-guard", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(dot, sizeof dot, "%s/./last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(best, sizeof best, "%s/best.ckpt", d);
+    snprintf(link, sizeof link, "%s/export-link.safetensors", rel_runs_dir());
+    snprintf(other, sizeof other, "%s/export-elsewhere/summary.tsv", rel_runs_dir());
+    unlink(link);
+    GF_REQUIRE(symlink(ck, link) == 0, "symlink");
+    char odir[900];
+    snprintf(odir, sizeof odir, "%s/export-elsewhere", rel_runs_dir());
+    mkdir(odir, 0755);
+    snprintf(keep, sizeof keep, "%s/export-elsewhere/recipe.ini", rel_runs_dir());
+    gf_test_write_file(keep, "[run]\n", 6); /* makes it look like a run directory */
+    struct { const char *src, *out; } cases[] = {
+        {d, ck}, {d, dot}, {ck, dot}, {d, link}, {d, met}, {d, best}, {ck, other},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n0 = 0, n1 = 0;
+        char *before = gf_test_slurp(ck, &n0);
+        const char *x[] = {"export", cases[i].src, cases[i].out, "--ckpt", "last", NULL};
+        rel_gflow(&res, 0, x);
+        char *after = gf_test_slurp(ck, &n1);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite"),
+                 "export %s %s: exit %d, stderr: %s", cases[i].src, cases[i].out, res.exit_code, res.err);
+        GF_CHECK(before && after && n0 == n1 && !memcmp(before, after, n0), "export %s %s changed last.ckpt",
+                 cases[i].src, cases[i].out);
+        free(before);
+        free(after);
+    }
+    GF_CHECK(access(other, F_OK) != 0, "%s was written", other);
+    size_t nm = 0;
+    char *m = gf_test_slurp(met, &nm);
+    GF_CHECK(m && !memcmp(m, "step\t", 5), "metrics.tsv was overwritten");
+    free(m);
+    char ok[900];
+    snprintf(ok, sizeof ok, "%s/export-ok.safetensors", rel_runs_dir());
+    const char *x[] = {"export", d, ok, "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, x);
+    GF_CHECK(res.exit_code == 0 && access(ok, F_OK) == 0, "a plain export: exit %d: %s", res.exit_code, res.err);
+}
