@@ -206,3 +206,25 @@ GF_TEST(smoke, rel_export_refuses_to_overwrite_run_files) {
     rel_gflow(&res, 0, x);
     GF_CHECK(res.exit_code == 0 && access(ok, F_OK) == 0, "a plain export: exit %d: %s", res.exit_code, res.err);
 }
+
+/* Item 5: a probe that fails its argument check (a --blocks pattern matching nothing) leaves an
+ * existing probe-hessian.tsv as it was and no .tmp behind; a good probe replaces it. */
+GF_TEST(smoke, rel_failed_probe_keeps_previous_output) {
+    rel_result res;
+    char d[800], tsv[900];
+    dir_of(d, sizeof d, "probe-keep");
+    train_stopped(&res, "probe-keep", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(tsv, sizeof tsv, "%s/probe-hessian.tsv", d);
+    const char keep[] = "block\tlambda_1\nL0.q\t1.5\n";
+    gf_test_write_file(tsv, keep, sizeof keep - 1);
+    const char *p[] = {"probe", "hessian", d, "--ckpt", "last", "--blocks", "nosuchblock", "--no-plot", "--quiet", NULL};
+    rel_gflow(&res, 0, p);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "nosuchblock"), "probe with a bad --blocks: exit %d, stderr: %s",
+             res.exit_code, res.err);
+    size_t n = 0;
+    char *now = gf_test_slurp(tsv, &n);
+    GF_CHECK(now && n == sizeof keep - 1 && !memcmp(now, keep, n), "probe-hessian.tsv changed: '%s'", now ? now : "");
+    free(now);
+    GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left");
+}
