@@ -1,5 +1,6 @@
 /* cmd_export.c — `gflow export RUN_DIR|CHECKPOINT OUT.safetensors`: weights for PyTorch users. */
 #include "cli.h"
+#include "gflow/fs.h"
 #include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ int gf_cmd_export(int argc, char **argv) {
     gf_session s;
     memset(&s, 0, sizeof s);
     gf_status st = gf_run_ckpt_path(src, which, path, sizeof path);
+    const char *inputs[] = {path, src};
+    if (!st) st = gf_output_check(out, inputs, 2);
     if (!st) st = gf_session_from_ckpt(&s, path);
     if (!st) st = gf_session_export(&s, out);
     if (st) { gf_session_close(&s); return gf_cli_fail(st); }

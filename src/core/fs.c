@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +22,35 @@ void gf_path_dir(const char *path, char *out, size_t cap) {
     if (n >= cap) n = cap - 1;
     memcpy(out, path, n);
     out[n] = 0;
+}
+
+gf_status gf_dir_lock(const char *dir, int *fd) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return gf_error_set(GF_E_IO, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char buf[32] = {0}, who[64] = "";
+        ssize_t n = pread(*fd, buf, sizeof buf - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+        close(*fd);
+        *fd = -1;
+        if (e == EWOULDBLOCK)
+            return gf_error_set(GF_E_INVALID, "%s is in use by another gflow process%s: wait for it to end, or stop it",
+                                dir, who);
+        return gf_error_set(GF_E_IO, "%s: cannot lock: %s", path, strerror(e));
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(*fd, 0) != 0 || pwrite(*fd, pid, (size_t)n, 0) != n) { /* the pid is a courtesy: no error */ }
+    return GF_OK;
+}
+
+void gf_dir_unlock(int *fd) {
+    if (*fd >= 0) close(*fd); /* releases the flock; the file stays (removing it would race) */
+    *fd = -1;
 }
 
 gf_status gf_mkdir_p(const char *dir) {
@@ -129,3 +160,40 @@ gf_status gf_atomic_commit(gf_atomic_file *af) {
     return s;
 }
 
+
+static const char *const k_run_files[] = {"last.ckpt", "best.ckpt", "metrics.tsv", "recipe.ini", "summary.tsv",
+                                          "speed.tsv"};
+
+/* out's absolute path with symlinks resolved (its directory's, when out does not exist yet) */
+static int resolve_out(const char *out, char *full, size_t cap) {
+    char buf[PATH_MAX];
+    if (realpath(out, buf)) return snprintf(full, cap, "%s", buf) < (int)cap;
+    char dir[PATH_MAX];
+    gf_path_dir(out, dir, sizeof dir);
+    const char *base = strrchr(out, '/');
+    base = base ? base + 1 : out;
+    if (!realpath(dir, buf)) return 0;
+    return snprintf(full, cap, "%s/%s", buf, base) < (int)cap;
+}
+
+gf_status gf_output_check(const char *out, const char *const *inputs, int n) {
+    struct stat so, si;
+    if (stat(out, &so) == 0)
+        for (int i = 0; i < n; i++)
+            if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+                return gf_error_set(GF_E_INVALID, "%s would overwrite %s, an input of this command: pick another "
+                                    "output path", out, inputs[i]);
+    char full[PATH_MAX + 64], dir[PATH_MAX + 64], probe[PATH_MAX + 80];
+    if (!resolve_out(out, full, sizeof full)) return GF_OK; /* no such directory: nothing to overwrite */
+    gf_path_dir(full, dir, sizeof dir);
+    const char *base = strrchr(full, '/') + 1;
+    snprintf(probe, sizeof probe, "%s/recipe.ini", dir);
+    int run_dir = access(probe, F_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/last.ckpt", dir);
+    run_dir = run_dir || access(probe, F_OK) == 0;
+    for (size_t i = 0; run_dir && i < sizeof k_run_files / sizeof k_run_files[0]; i++)
+        if (!strcmp(base, k_run_files[i]))
+            return gf_error_set(GF_E_INVALID, "%s would overwrite %s, a file of the run in %s: pick another output "
+                                "path", out, k_run_files[i], dir);
+    return GF_OK;
+}

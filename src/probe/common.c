@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void gf_probe_opts_default(gf_probe_opts *o) {
     memset(o, 0, sizeof *o);
@@ -35,10 +36,24 @@ void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out
     snprintf(out, cap, "%s/probe-%s.%s", dir, stem, ext);
 }
 
+/* outputs go to "<path>.tmp" and replace path only when complete (gf_probe_fclose) */
 gf_status gf_probe_fopen(const char *path, FILE **f) {
-    *f = fopen(path, "w");
-    if (!*f) return gf_error_set(GF_E_IO, "%s: cannot write: %s", path, strerror(errno));
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    *f = fopen(tmp, "w");
+    if (!*f) return gf_error_set(GF_E_IO, "%s: cannot write: %s", tmp, strerror(errno));
     return GF_OK;
+}
+
+gf_status gf_probe_fclose(FILE *f, const char *path, gf_status st) {
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    if (!st && bad) st = gf_error_set(GF_E_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (!st && rename(tmp, path) != 0) st = gf_error_set(GF_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    if (st) unlink(tmp);
+    return st;
 }
 
 gf_status gf_probe_gnuplot(const char *script, const char *what) {

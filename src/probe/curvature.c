@@ -231,8 +231,8 @@ static gf_status deflection(gf_probe_run *p, const gf_probe_opts *o, gf_tensor *
             fprintf(f2, "%lld\t%lld\t%.6f\t%.3f\n", (long long)l, (long long)used, used ? dsum[l] / (double)used : NAN,
                     l == 0 || !used ? NAN : asum[l - 1] / (double)used);
     }
-    if (f2) fclose(f2);
-    if (f) fclose(f);
+    if (f2) st = gf_probe_fclose(f2, path2, st);
+    if (f) st = gf_probe_fclose(f, path, st);
     if (!st && o->log)
         fprintf(stderr, "probe: contextual edits: %lld prompt pairs used, %lld skipped -> %s\n", (long long)used,
                 (long long)skipped, path);
@@ -296,7 +296,7 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
                     fprintf(stderr, "probe: turn at h%lld: median %.1f deg (IQR %.1f-%.1f) over %lld tokens\n", (long long)(l + 1),
                             d.median, d.q1, d.q3, (long long)d.n);
             }
-        fclose(f);
+        st = gf_probe_fclose(f, path, st);
     }
     if (!st) st = deflection(&p, o, hid);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);

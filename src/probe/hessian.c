@@ -225,8 +225,8 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
         }
         gf_hvp_free(&h);
     }
-    if (f) fclose(f);
     if (!st && done == 0) st = gf_error_set(GF_E_INVALID, "--blocks '%s' matches no parameter block (names look like L0.q, L2.ffn, tok_emb)", o->blocks);
+    if (f) st = gf_probe_fclose(f, path, st);
     free(bl);
     gf_probe_close(&p);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);

@@ -74,7 +74,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
         float *pc = malloc((size_t)(3 * D) * sizeof(float)), *pmu = malloc((size_t)D * sizeof(float));
         if (!st && !(st = gf_pca(m->pos_emb->data, m->cfg.max_len, D, 3, pc, var, pmu)))
             spectrum_row(f, -1, "pos_table", m->cfg.max_len, var, D);
-        fclose(f);
+        st = gf_probe_fclose(f, path, st);
         f = NULL;
         /* the position table in its first three components */
         gf_probe_path(run_dir, "pca-pos", "tsv", path, sizeof path);
@@ -88,7 +88,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                     for (int64_t j = 0; j < D; j++) c[k] += ((double)row[j] - pmu[j]) * pc[k * D + j];
                 fprintf(f, "%lld\t%.5f\t%.5f\t%.5f\n", (long long)t, c[0], c[1], c[2]);
             }
-            fclose(f);
+            st = gf_probe_fclose(f, path, st);
             f = NULL;
         }
         free(pc);
@@ -128,7 +128,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                             for (int64_t j = 0; j < D; j++) q[k] += ((double)r[j] - mu[j]) * pc[k * D + j];
                         fprintf(f, "%lld\t%s\t%lld\t%.5f\t%.5f\t%.5f\n", (long long)l + 1, cname[c], (long long)pick[i], q[0], q[1], q[2]);
                     }
-            fclose(f);
+            st = gf_probe_fclose(f, path, st);
             f = NULL;
         }
         free(x); free(pc); free(mu); free(pick);
@@ -145,8 +145,8 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                 for (int64_t l = 0; l <= N; l++) fprintf(f, "\t%.5f", npos[l * L + t] / (double)p.W);
                 fprintf(f, "\n");
             }
-            fclose(f);
-            if (o->log) {
+            st = gf_probe_fclose(f, path, st);
+            if (!st && o->log) {
                 double rest = 0;
                 for (int64_t t = 1; t < L; t++) rest += npos[N * L + t];
                 fprintf(stderr, "probe: |h_%lld| at position 0 is %.2fx its mean over positions 1..%lld\n", (long long)N,

@@ -31,7 +31,7 @@ static gf_status join_tables(const char *kind, const char *const *dirs, const ch
                 fprintf(f, "\n");
             }
         }
-        fclose(f);
+        st = gf_probe_fclose(f, out, st);
     }
     gf_tsv_free(&t[0]);
     gf_tsv_free(&t[1]);

@@ -30,6 +30,9 @@ void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out
 gf_status gf_probe_gnuplot(const char *script, const char *what);
 /* Open a file for writing; message names it. */
 gf_status gf_probe_fopen(const char *path, FILE **f);
+/* close a file from gf_probe_fopen: on st == GF_OK (and a clean close) rename it to path, else
+ * remove it (path keeps what it held); returns st or the close's error */
+gf_status gf_probe_fclose(FILE *f, const char *path, gf_status st);
 /* Basename of a directory path (trailing slashes ignored). */
 void gf_probe_basename(const char *dir, char *out, size_t cap);
 

@@ -59,6 +59,8 @@ typedef struct trainer {
     int64_t n_items;          /* training windows or pairs */
     double t_start, t_steps;  /* wall clock: start of this process's loop, time in its steps */
     int64_t steps_here;       /* steps done by this process */
+    int lock_fd;              /* rank 0: flock on <dir>/.lock, held for the whole run (-1: none) */
+    char *ckpt_recipe;        /* resume: the recipe text stored in last.ckpt */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -134,6 +136,80 @@ static gf_status save_ckpt(trainer *t, const char *name) {
     return status;
 }
 
+/* The whole file, NUL-terminated (*n: its length); NULL with errno set on failure. */
+static char *read_text(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb) { free(b); b = NULL; errno = ENOMEM; break; }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    if (b && ferror(f)) { free(b); b = NULL; errno = EIO; }
+    fclose(f);
+    if (b) { b[len] = 0; *n = len; }
+    return b;
+}
+
+/* Skip '#' comment lines (the resolved text's first line names the build, which may change
+ * between a run's processes); *line counts the lines of p passed. */
+static const char *skip_comments(const char *p, int *line) {
+    while (*p == '#') {
+        const char *nl = strchr(p, '\n');
+        if (!nl) return p + strlen(p);
+        p = nl + 1;
+        if (line) (*line)++;
+    }
+    return p;
+}
+
+/* 1 when the two recipe texts agree but for comment lines; *line: the first line of a that differs */
+static int recipes_match(const char *a, const char *b, int *line) {
+    *line = 1;
+    a = skip_comments(a, line);
+    b = skip_comments(b, NULL);
+    while (*a && *a == *b) {
+        if (*a == '\n') {
+            (*line)++;
+            a = skip_comments(a + 1, line);
+            b = skip_comments(b + 1, NULL);
+        } else {
+            a++;
+            b++;
+        }
+    }
+    return !*a && !*b;
+}
+
+/* Resume: last.ckpt must be this run's (its recipe is the run's recipe.ini, byte for byte) and
+ * metrics.tsv at least as long as the checkpoint recorded (it is cut back, never extended). */
+static gf_status check_resume(const trainer *t, const char *mpath, const char *cpath, const char *rpath) {
+    size_t n = 0;
+    char *ini = read_text(rpath, &n);
+    if (!ini) return gf_error_set(GF_E_IO, "%s: cannot read the run's recipe to check %s against: %s", rpath, cpath,
+                                  strerror(errno));
+    int line = 0;
+    int same = strlen(ini) == n && recipes_match(ini, t->ckpt_recipe ? t->ckpt_recipe : "", &line);
+    free(ini);
+    if (!same)
+        return gf_error_set(GF_E_INVALID, "%s does not belong to this run: its recipe differs from %s (from line %d): "
+                            "put the run's own checkpoint back, or start afresh with --overwrite", cpath, rpath, line);
+    struct stat st;
+    if (stat(mpath, &st) != 0) return gf_error_set(GF_E_IO, "%s: %s (needed to resume)", mpath, strerror(errno));
+    if ((int64_t)st.st_size < t->state.metrics_bytes)
+        return gf_error_set(GF_E_CORRUPT, "%s has %lld bytes, fewer than the %lld that %s recorded: rows were lost "
+                            "after the checkpoint; restore the file, or start afresh with --overwrite", mpath,
+                            (long long)st.st_size, (long long)t->state.metrics_bytes, cpath);
+    return GF_OK;
+}
+
 static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     GF_TRY(gf_mkdir_p(t->dir));
     char mpath[1100], cpath[1100], rpath[1100], spath[1100];
@@ -163,6 +239,7 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
         return GF_OK;
     }
     /* resume: metrics.tsv is cut back to what the checkpoint had seen */
+    GF_TRY(check_resume(t, mpath, cpath, rpath));
     if (truncate(mpath, (off_t)t->state.metrics_bytes) != 0)
         return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
                             (long long)t->state.metrics_bytes, strerror(errno));
@@ -258,13 +335,16 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
     return GF_OK;
 }
 
+/* Rank 0 locks the run directory before it reads or writes anything in it, so two processes
+ * (a --resume or an --overwrite while the run is still training) cannot interleave. */
+static gf_status lock_run_dir(trainer *t, const gf_train_opts *o) {
+    if (!o->resume_dir) GF_TRY(gf_mkdir_p(t->dir));
+    return gf_dir_lock(t->dir, &t->lock_fd);
+}
+
 /* Steps per epoch and in all, the optimizer; the train state from last.ckpt or afresh. */
 static gf_status plan_run(trainer *t, const gf_train_opts *o) {
     const gf_recipe *r = &t->s.r;
-    if (t->B % t->world != 0)
-        return gf_error_set(GF_E_INVALID, "[train] batch_size = %lld does not divide among %d ranks: the global batch "
-                            "stays the recipe's and each rank takes batch_size / N rows (pick N dividing it)",
-                            (long long)t->B, t->world);
     t->steps_per_epoch = (t->n_items + t->B - 1) / t->B;
     t->total = r->train.epochs * t->steps_per_epoch;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
@@ -286,6 +366,7 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
                               "gflow version?)", cpath);
     if (!status) {
         memcpy(&t->state, m.optim.data, sizeof t->state);
+        t->ckpt_recipe = m.recipe ? strdup(m.recipe) : NULL;
         memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
         status = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
         if (status) gf_error_wrap(status, "%s: loader state: ", cpath);
@@ -423,6 +504,11 @@ static gf_status finish_run(trainer *t) {
 }
 
 static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
+    if (t->B % t->world != 0)
+        return gf_error_set(GF_E_INVALID, "[train] batch_size = %lld does not divide among %d ranks: the global batch "
+                            "stays the recipe's and each rank takes batch_size / N rows (pick N dividing it)",
+                            (long long)t->B, t->world);
+    GF_TRY(gf_dist_agree(t->rank == 0 ? lock_run_dir(t, o) : GF_OK));
     GF_TRY(plan_run(t, o));
     /* only rank 0 touches the run directory; every rank learns whether it could */
     GF_TRY(gf_dist_agree(t->rank == 0 ? open_run_dir(t, o) : GF_OK));
@@ -459,6 +545,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     t->world = gf_dist_size();
     t->log = !o->quiet && t->rank == 0;
     t->last_full_step = -1;
+    t->lock_fd = -1;
     gf_status status = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!status) {
         if (o->resume_dir) snprintf(t->dir, sizeof t->dir, "%s", o->resume_dir);
@@ -476,7 +563,9 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     if (!status) status = run(t, o, interrupted);
     if (t->metrics) fclose(t->metrics);
     if (t->speed) fclose(t->speed);
+    gf_dir_unlock(&t->lock_fd);
     free(t->recipe_text);
+    free(t->ckpt_recipe);
     gf_session_close(&t->s);
     free(t);
     return status;

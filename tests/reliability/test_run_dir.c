@@ -1,0 +1,230 @@
+/* test_run_dir.c — through the real `gflow` binary: a run directory belongs to one process at a
+ * time (a second `train` on it fails at once), --resume checks what it resumes (the checkpoint
+ * belongs to the run, metrics.tsv is as long as the checkpoint recorded), and no command writes
+ * over one of its inputs or a run's own files (issue 20, items 1-5). */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void dir_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", rel_runs_dir(), name); }
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* 1 when the file exists and holds a NUL byte */
+static int has_nul(const char *path) {
+    size_t n = 0;
+    char *b = gf_test_slurp(path, &n);
+    int nul = b && memchr(b, 0, n) != NULL;
+    free(b);
+    return nul;
+}
+
+/* Item 1: while a run trains (its first checkpoint written), `train --resume` and `train
+ * --overwrite` on the same directory exit 1 at once with one line naming the directory and the
+ * holder's pid; the running run is undisturbed. */
+GF_TEST(smoke, rel_run_dir_locked_while_training) {
+    char d[800], ck[900], met[900], log[900], sn[] = "run.name=locked";
+    dir_of(d, sizeof d, "locked");
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(log, sizeof log, "%s/locked.log", rel_runs_dir());
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--set",
+                       "train.max_steps=100000", NULL};
+    pid_t pid = rel_gflow_spawn(log, a);
+    GF_REQUIRE(pid > 0, "spawn");
+    int status = 0, gone = 0;
+    for (int i = 0; i < 1200 && access(ck, F_OK) != 0; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) { gone = 1; break; }
+        sleep_ms(50);
+    }
+    if (gone || access(ck, F_OK) != 0) {
+        if (!gone) { kill(pid, SIGKILL); waitpid(pid, &status, 0); }
+        GF_REQUIRE(0, "the background run wrote no checkpoint (see %s)", log);
+    }
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)pid);
+    rel_result res;
+    /* --stop-after keeps an unlocked second process short (it would otherwise run for long) */
+    const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", "6", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, d) && strstr(res.err, pidtxt),
+             "--resume while training: exit %d, stderr: %s", res.exit_code, res.err);
+    const char *o[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--stop-after", "3", NULL};
+    rel_gflow(&res, 0, o);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, d) && strstr(res.err, pidtxt),
+             "--overwrite while training: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the first run ended early: %d", status);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    GF_CHECK(!has_nul(met), "metrics.tsv holds NUL bytes");
+    /* the lock goes with its process: the killed run resumes */
+    const char *r2[] = {"train", "--resume", d, "--quiet", "--stop-after", "12", NULL};
+    rel_gflow(&res, 0, r2);
+    GF_CHECK(res.exit_code == 0 || res.exit_code == 130, "resume after the holder died: exit %d, stderr: %s",
+             res.exit_code, res.err);
+}
+
+/* `gflow train base --quiet --set run.name=NAME --stop-after STEPS [--set EXTRA]` */
+static void train_stopped(rel_result *res, const char *name, const char *steps, const char *extra) {
+    char sn[128];
+    snprintf(sn, sizeof sn, "run.name=%s", name);
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--stop-after", steps,
+                       extra ? "--set" : NULL, extra, NULL};
+    rel_gflow(res, 0, a);
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *b = gf_test_slurp(from, &n);
+    if (b) gf_test_write_file(to, b, n);
+    free(b);
+}
+
+/* Item 2: a last.ckpt of another run (another model shape) in a run directory is refused on
+ * --resume, naming the checkpoint and the run's recipe.ini; nothing in the directory changes. */
+GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
+    rel_result res;
+    char a[800], b[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
+    dir_of(a, sizeof a, "own");
+    dir_of(b, sizeof b, "foreign");
+    train_stopped(&res, "own", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run own: %s", res.err);
+    train_stopped(&res, "foreign", "12", "model.d_model=16");
+    GF_REQUIRE(res.exit_code == 0, "run foreign: %s", res.err);
+    snprintf(cka, sizeof cka, "%s/last.ckpt", a);
+    snprintf(ckb, sizeof ckb, "%s/last.ckpt", b);
+    snprintf(met, sizeof met, "%s/metrics.tsv", a);
+    snprintf(rec, sizeof rec, "%s/recipe.ini", a);
+    copy_file(ckb, cka);
+    snprintf(keep, sizeof keep, "%s/own-ckpt-copy", rel_runs_dir());
+    snprintf(mkeep, sizeof mkeep, "%s/own-metrics-copy", rel_runs_dir());
+    copy_file(cka, keep);
+    copy_file(met, mkeep);
+    const char *r[] = {"train", "--resume", a, "--quiet", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, cka) && strstr(res.err, rec),
+             "resume on a foreign checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(rel_files_equal(cka, keep) && rel_files_equal(met, mkeep), "the run directory changed");
+    /* its own checkpoint still resumes, also when recipe.ini's comment (the build) differs */
+    train_stopped(&res, "own", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run own again: %s", res.err);
+    size_t n = 0;
+    char *ini = gf_test_slurp(rec, &n);
+    char *nl = ini ? strchr(ini, '\n') : NULL;
+    GF_REQUIRE(ini && ini[0] == '#' && nl, "recipe.ini starts with a comment");
+    FILE *f = fopen(rec, "w");
+    GF_REQUIRE(f, "rewrite %s", rec);
+    fprintf(f, "# resolved by another build\n%s", nl + 1);
+    fclose(f);
+    free(ini);
+    const char *r2[] = {"train", "--resume", a, "--quiet", "--stop-after", "15", NULL};
+    rel_gflow(&res, 0, r2);
+    GF_CHECK(res.exit_code == 0, "resume on its own checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+}
+
+/* Item 3: a metrics.tsv shorter than the checkpoint recorded is refused on --resume (never
+ * extended with NUL bytes), naming the file; it is left as it was. */
+GF_TEST(smoke, rel_resume_refuses_short_metrics) {
+    rel_result res;
+    char d[800], met[900];
+    dir_of(d, sizeof d, "short-metrics");
+    train_stopped(&res, "short-metrics", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    size_t n = 0;
+    char *m = gf_test_slurp(met, &n);
+    GF_REQUIRE(m && n > 100, "metrics.tsv");
+    gf_test_write_file(met, m, n / 2);
+    const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", "15", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, met),
+             "resume with a short metrics.tsv: exit %d, stderr: %s", res.exit_code, res.err);
+    size_t n2 = 0;
+    char *m2 = gf_test_slurp(met, &n2);
+    GF_CHECK(m2 && n2 == n / 2 && !memcmp(m, m2, n2), "metrics.tsv changed (%zu bytes, was %zu)", n2, n / 2);
+    GF_CHECK(!has_nul(met), "metrics.tsv holds NUL bytes");
+    free(m);
+    free(m2);
+}
+
+/* Item 4: `gflow export` never writes over its input or a run's own files, however the path is
+ * spelled (./x, a symlink); the files stay as they were. */
+GF_TEST(smoke, rel_export_refuses_to_overwrite_run_files) {
+    rel_result res;
+    char d[800], ck[900], dot[900], link[900], met[900], best[900], keep[900], other[900];
+    dir_of(d, sizeof d, "export-guard");
+    train_stopped(&res, "export-guard", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(dot, sizeof dot, "%s/./last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(best, sizeof best, "%s/best.ckpt", d);
+    snprintf(link, sizeof link, "%s/export-link.safetensors", rel_runs_dir());
+    snprintf(other, sizeof other, "%s/export-elsewhere/summary.tsv", rel_runs_dir());
+    unlink(link);
+    GF_REQUIRE(symlink(ck, link) == 0, "symlink");
+    char odir[900];
+    snprintf(odir, sizeof odir, "%s/export-elsewhere", rel_runs_dir());
+    mkdir(odir, 0755);
+    snprintf(keep, sizeof keep, "%s/export-elsewhere/recipe.ini", rel_runs_dir());
+    gf_test_write_file(keep, "[run]\n", 6); /* makes it look like a run directory */
+    struct { const char *src, *out; } cases[] = {
+        {d, ck}, {d, dot}, {ck, dot}, {d, link}, {d, met}, {d, best}, {ck, other},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n0 = 0, n1 = 0;
+        char *before = gf_test_slurp(ck, &n0);
+        const char *x[] = {"export", cases[i].src, cases[i].out, "--ckpt", "last", NULL};
+        rel_gflow(&res, 0, x);
+        char *after = gf_test_slurp(ck, &n1);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite"),
+                 "export %s %s: exit %d, stderr: %s", cases[i].src, cases[i].out, res.exit_code, res.err);
+        GF_CHECK(before && after && n0 == n1 && !memcmp(before, after, n0), "export %s %s changed last.ckpt",
+                 cases[i].src, cases[i].out);
+        free(before);
+        free(after);
+    }
+    GF_CHECK(access(other, F_OK) != 0, "%s was written", other);
+    size_t nm = 0;
+    char *m = gf_test_slurp(met, &nm);
+    GF_CHECK(m && !memcmp(m, "step\t", 5), "metrics.tsv was overwritten");
+    free(m);
+    char ok[900];
+    snprintf(ok, sizeof ok, "%s/export-ok.safetensors", rel_runs_dir());
+    const char *x[] = {"export", d, ok, "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, x);
+    GF_CHECK(res.exit_code == 0 && access(ok, F_OK) == 0, "a plain export: exit %d: %s", res.exit_code, res.err);
+}
+
+/* Item 5: a probe that fails its argument check (a --blocks pattern matching nothing) leaves an
+ * existing probe-hessian.tsv as it was and no .tmp behind; a good probe replaces it. */
+GF_TEST(smoke, rel_failed_probe_keeps_previous_output) {
+    rel_result res;
+    char d[800], tsv[900];
+    dir_of(d, sizeof d, "probe-keep");
+    train_stopped(&res, "probe-keep", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(tsv, sizeof tsv, "%s/probe-hessian.tsv", d);
+    const char keep[] = "block\tlambda_1\nL0.q\t1.5\n";
+    gf_test_write_file(tsv, keep, sizeof keep - 1);
+    const char *p[] = {"probe", "hessian", d, "--ckpt", "last", "--blocks", "nosuchblock", "--no-plot", "--quiet", NULL};
+    rel_gflow(&res, 0, p);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "nosuchblock"), "probe with a bad --blocks: exit %d, stderr: %s",
+             res.exit_code, res.err);
+    size_t n = 0;
+    char *now = gf_test_slurp(tsv, &n);
+    GF_CHECK(now && n == sizeof keep - 1 && !memcmp(now, keep, n), "probe-hessian.tsv changed: '%s'", now ? now : "");
+    free(now);
+    GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left");
+}
