@@ -61,16 +61,20 @@ static int cmp(const void *a, const void *b) {
 }
 
 static void usage(void) {
-    printf("usage: gf_tests [--suite S] [--list] [NAME-SUBSTRING...]\n"
-           "  runs gflow's C tests; suites: unit grad golden data smoke slow (default: all but slow)\n");
+    printf("usage: gf_tests [--suite S]... [--list] [NAME-SUBSTRING...]\n"
+           "  runs gflow's C tests; suites: unit grad golden data smoke slow (default: all but slow;\n"
+           "  --suite again adds a suite)\n");
 }
 
 int main(int argc, char **argv) {
-    const char *suite = NULL;
-    int list = 0, n_pat = 0;
+    const char *suites[16];
+    int list = 0, n_pat = 0, n_suites = 0;
     const char *pats[64];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
+        if (!strcmp(argv[i], "--suite") && i + 1 < argc) {
+            if (n_suites < 16) suites[n_suites++] = argv[i + 1];
+            i++;
+        }
         else if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         else if (n_pat < 64) pats[n_pat++] = argv[i];
@@ -79,7 +83,9 @@ int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n_tests; i++) {
         test_entry *t = &tests[i];
-        if (suite ? strcmp(t->suite, suite) != 0 : (!n_pat && !strcmp(t->suite, "slow"))) continue;
+        int in_suite = 0;
+        for (int k = 0; k < n_suites; k++) in_suite |= !strcmp(t->suite, suites[k]);
+        if (n_suites ? !in_suite : (!n_pat && !strcmp(t->suite, "slow"))) continue;
         int match = n_pat == 0;
         for (int p = 0; p < n_pat; p++) if (strstr(t->name, pats[p])) match = 1;
         if (!match) continue;

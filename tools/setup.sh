@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tools/setup.sh — install gflow's Debian dependencies (when root and missing) and build.
 #   tools/setup.sh [BUILD_DIR] [meson options...]     default BUILD_DIR: build
-# Safe to re-run: installs nothing that is present, reconfigures nothing that is set up.
+# Safe to re-run: installs nothing that is present; an existing BUILD_DIR keeps its
+# configuration, except for the meson options given (meson configure).
+#   tools/setup.sh build-rel --buildtype=release -Dcpu=x86-64-v3 -Dwerror=true   (see README, Install)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -28,6 +30,8 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$@" >/dev/null
+elif [ $# -gt 0 ]; then
+  meson configure "$build" "$@" >/dev/null   # options given for an existing build dir: apply them
 fi
 ninja -C "$build" >/dev/null
 echo "setup: built $build/gflow and $build/tests/gf_tests" >&2

@@ -26,6 +26,29 @@ void gf_dir_unlock(int *fd);
  * in a directory holding recipe.ini or last.ckpt), however spelled. */
 gf_status gf_output_check(const char *out, const char *const *inputs, int n);
 
+/* Where gflow finds its shared files and keeps its data (src/core/paths.c). Nothing here is a
+ * path compiled in: the share directory is found from the running executable.
+ *
+ * The share directory holds recipes/ and datasets/fetch.sh (with the data set cards). For an
+ * installed gflow it is <exe dir>/GF_SHARE_REL (../share/gflow for <prefix>/bin/gflow); for a
+ * binary in a meson build directory that is not installed, it is the source tree the build
+ * directory's meson-info/meson-info.json names. gf_share_dir_for is the same for a given
+ * executable path (tests). Sets *installed to 1 for the first case, 0 for the second. */
+gf_status gf_share_dir(char *out, size_t cap, int *installed);
+gf_status gf_share_dir_for(const char *exe, char *out, size_t cap, int *installed);
+
+/* Data directories: `gflow data fetch` puts data sets under `data`, and recipes with an empty
+ * [data] dir read them there (after $GFLOW_DATA_MIRROR); tokenizers and token caches go under
+ * `cache` (recipes with an empty [tokenizer] cache_dir). In order:
+ *   $GFLOW_DATA_DIR set:           data = $GFLOW_DATA_DIR,              cache = $GFLOW_DATA_DIR/cache
+ *   installed, $XDG_DATA_HOME set: data = $XDG_DATA_HOME/gflow/data,    cache = $XDG_DATA_HOME/gflow/cache
+ *   installed, $HOME set:          data = ~/.local/share/gflow/data,    cache = ~/.local/share/gflow/cache
+ *   otherwise (a build directory): data = datasets/data,                cache = datasets/cache
+ * the last relative to the working directory, as the README's quick start runs it from the source
+ * tree. gf_data_dirs_for takes `installed` explicitly (tests); gf_data_dirs asks gf_share_dir. */
+void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, size_t cache_cap);
+void gf_data_dirs(char *data, size_t data_cap, char *cache, size_t cache_cap);
+
 /* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
  * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
  * tmp file. After a failed write or commit the tmp file is already removed. */

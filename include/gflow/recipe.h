@@ -57,7 +57,7 @@ typedef struct gf_recipe {
     } run;
     struct {
         gf_dataset dataset;
-        char dir[GF_RECIPE_STR];         /* "" = $GFLOW_DATA_MIRROR, else datasets/data */
+        char dir[GF_RECIPE_STR];         /* "" = gf_recipe_data_dir */
         char train_file[GF_RECIPE_STR];  /* relative to dir */
         char valid_file[GF_RECIPE_STR];
         char test_file[GF_RECIPE_STR];
@@ -135,8 +135,13 @@ void gf_recipe_write_keys_md(FILE *f);
 /* Field-by-field equality over the schema (1 = equal). */
 int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b);
 
-/* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else "datasets/data". */
+/* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else the data directory of gf_data_dirs
+ * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else
+ * "datasets/data"). The pointer is to a per-thread buffer, valid until the next call. */
 const char *gf_recipe_data_dir(const gf_recipe *r);
+/* Tokenizer cache: tokenizer.cache_dir, else the cache directory of gf_data_dirs
+ * ("datasets/cache" from a build directory). Per-thread buffer, valid until the next call. */
+const char *gf_recipe_cache_dir(const gf_recipe *r);
 
 /* The model config [model] describes, for a tokenizer of `vocab` ids: the LM (WikiText-2) or the
  * NLI classifier (SNLI). gf_recipe_load has checked it (gf_model_cfg_check, gf_nli_cfg_check). */

@@ -9,7 +9,8 @@ const char *gf_version(void);
 const char *gf_build_describe(void);
 /* "0.1.0+<describe>": one token naming the build */
 const char *gf_build_id(void);
-/* one line of the build's options: BLAS, OpenMP, MPI, target CPU */
+/* one line of the build's options: target CPU, buildtype, BLAS (its version and threading, asked
+ * at run time), OpenMP, MPI, CUDA */
 const char *gf_build_options(void);
 
 #endif

@@ -1,31 +1,55 @@
-/* cmd_data.c — `gflow data fetch wikitext2|snli [DEST]`: runs datasets/fetch.sh. */
+/* cmd_data.c — `gflow data fetch wikitext2|snli [DEST]` runs datasets/fetch.sh of the share
+ * directory (gf_share_dir: <prefix>/share/gflow for an installed gflow, the source tree for a
+ * build directory); `gflow data dir` prints where data and caches go. */
 #include "cli.h"
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
-
 static void help(void) {
-    printf("usage: gflow data fetch wikitext2|snli [DEST]\n\n"
-           "  Copies the data set from $GFLOW_DATA_MIRROR when set, else downloads it from its\n"
-           "  canonical URL, and verifies every file's sha256 (datasets/*.md list them). DEST defaults\n"
-           "  to datasets/data. A file that fails its checksum is rejected and not installed.\n");
+    printf("usage: gflow data fetch wikitext2|snli [DEST]\n"
+           "       gflow data dir\n\n"
+           "  fetch: copies the data set from $GFLOW_DATA_MIRROR when set, else downloads it from its\n"
+           "  canonical URL, and verifies every file's sha256 (the data set cards list them). A file\n"
+           "  that fails its checksum is rejected and not installed. DEST defaults to $GFLOW_DATA_DIR,\n"
+           "  else for an installed gflow $XDG_DATA_HOME/gflow/data (~/.local/share/gflow/data), else\n"
+           "  datasets/data of the source tree. Recipes with an empty [data] dir read it there.\n"
+           "  dir: prints the share directory (recipes, fetch script), the data and the cache directory.\n");
+}
+
+static int data_dir(void) {
+    char share[PATH_MAX], data[PATH_MAX], cache[PATH_MAX];
+    int installed = 0;
+    gf_status st = gf_share_dir(share, sizeof share, &installed);
+    if (st != GF_OK) return gf_cli_fail(st);
+    gf_data_dirs_for(installed, data, sizeof data, cache, sizeof cache);
+    const char *mirror = getenv("GFLOW_DATA_MIRROR");
+    printf("share\t%s\t%s\ndata\t%s\ncache\t%s\n", share, installed ? "installed" : "source tree", data, cache);
+    if (mirror && *mirror) printf("mirror\t%s\t(recipes with an empty [data] dir read it first)\n", mirror);
+    return GF_EXIT_OK;
 }
 
 int gf_cmd_data(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { help(); return GF_EXIT_OK; }
+    if (argc == 2 && !strcmp(argv[1], "dir")) return data_dir();
     if (argc < 3 || argc > 4 || strcmp(argv[1], "fetch") != 0) { help(); return GF_EXIT_USAGE; }
     if (strcmp(argv[2], "wikitext2") && strcmp(argv[2], "snli")) {
         fprintf(stderr, "gflow data fetch: unknown data set '%s' (wikitext2 or snli)\n", argv[2]);
         return GF_EXIT_USAGE;
     }
-    char script[1024];
-    snprintf(script, sizeof script, "%s/datasets/fetch.sh", GF_SOURCE_ROOT);
+    char share[PATH_MAX], script[PATH_MAX + 32], data[PATH_MAX], cache[PATH_MAX];
+    int installed = 0;
+    gf_status st = gf_share_dir(share, sizeof share, &installed);
+    if (st != GF_OK) return gf_cli_fail(st);
+    snprintf(script, sizeof script, "%s/datasets/fetch.sh", share);
     if (access(script, X_OK) != 0) { fprintf(stderr, "gflow data: %s not found or not executable\n", script); return GF_EXIT_ERROR; }
+    gf_data_dirs_for(installed, data, sizeof data, cache, sizeof cache);
+    const char *dd = getenv("GFLOW_DATA_DIR");
+    /* a build directory without $GFLOW_DATA_DIR: the script's own default, <source>/datasets/data */
+    const char *dest = argc == 4 ? argv[3] : (installed || (dd && *dd)) ? data : NULL;
     fflush(stdout);
-    char *args[5] = {script, argv[2], argc == 4 ? argv[3] : NULL, NULL, NULL};
+    char *args[5] = {script, argv[2], (char *)dest, NULL, NULL};
     execv(script, args);
     perror("gflow data: exec");
     return GF_EXIT_ERROR;

@@ -1,6 +1,9 @@
-/* version.c — the build's identity (see gflow/version.h). GF_VERSION and GF_BUILD_OPTS come
- * from meson; the git description from the generated describe.c. */
+/* version.c — the build's identity (see gflow/version.h). GF_VERSION, GF_BUILD_BLAS, GF_BUILD_CPU
+ * and GF_BUILD_TYPE come from meson; the git description from the generated describe.c; the BLAS
+ * library's own description (version, kernel, threading) is asked at run time, since the shared
+ * library a binary loads is the one that runs. */
 #include "gflow/version.h"
+#include <cblas.h>
 #include <stdio.h>
 
 const char *gf_version(void) { return GF_VERSION; }
@@ -11,10 +14,31 @@ const char *gf_build_id(void) {
     return id;
 }
 
-const char *gf_build_options(void) {
+static const char *blas_threading(void) {
+    switch (openblas_get_parallel()) {
+    case 0: return "sequential";
+    case 1: return "pthreads";
+    case 2: return "openmp";
+    default: return "unknown threading";
+    }
+}
+
 #ifdef GF_HAVE_MPI
-    return GF_BUILD_OPTS ", mpi";
+#define GF_BUILD_MPI "mpi"
 #else
-    return GF_BUILD_OPTS ", no mpi";
+#define GF_BUILD_MPI "no mpi"
 #endif
+#ifdef GF_KERNEL_CLONES_ON
+#define GF_BUILD_CLONES " (kernels also for x86-64-v3/v4, chosen at load)"
+#else
+#define GF_BUILD_CLONES ""
+#endif
+
+const char *gf_build_options(void) {
+    static char opts[512];
+    if (!opts[0])
+        snprintf(opts, sizeof opts, "cpu %s%s, %s, blas %s (%s; %s), openmp, %s, cuda no", GF_BUILD_CPU,
+                 GF_BUILD_CLONES, GF_BUILD_TYPE, GF_BUILD_BLAS, openblas_get_config(), blas_threading(),
+                 GF_BUILD_MPI);
+    return opts;
 }

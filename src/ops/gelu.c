@@ -10,18 +10,37 @@ static inline float gelu_slope(float v) {
     return gf_normal_cdf(v) + v * pdf;
 }
 
+/* elementwise over spans of GELU_SPAN, so the vector kernels below can be multiversioned
+ * (GF_KERNEL_CLONES) while OpenMP splits the spans across threads */
+#define GELU_SPAN 4096
+
+GF_KERNEL_CLONES static void gelu_backward_span(float *restrict dx, const float *restrict g,
+                                                const float *restrict xd, int64_t n, int fresh) {
+    if (fresh) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] * gelu_slope(xd[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) dx[i] += g[i] * gelu_slope(xd[i]);
+    }
+}
+
+GF_KERNEL_CLONES static void gelu_forward_span(float *restrict yd, const float *restrict xd, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
+}
+
 static void gelu_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *x = n->in[0];
-    const float *restrict g = n->out->grad, *restrict xd = x->data;
-    float *restrict dx = x->grad;
-    int64_t N = gf_tensor_numel(x);
-    if (gf_grad_fresh(x)) {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] = g[i] * gelu_slope(xd[i]);
-    } else {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] += g[i] * gelu_slope(xd[i]);
+    const float *g = n->out->grad, *xd = x->data;
+    float *dx = x->grad;
+    int64_t N = gf_tensor_numel(x), nb = (N + GELU_SPAN - 1) / GELU_SPAN;
+    int fresh = gf_grad_fresh(x);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * GELU_SPAN, m = N - lo < GELU_SPAN ? N - lo : GELU_SPAN;
+        gelu_backward_span(dx + lo, g + lo, xd + lo, m, fresh);
     }
 }
 
@@ -29,10 +48,14 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
-    const float *restrict xd = x->data;
-    float *restrict yd = y->data;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
+    const float *xd = x->data;
+    float *yd = y->data;
+    int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * GELU_SPAN;
+        gelu_forward_span(yd + lo, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
+    }
     gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &gf_op_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -36,6 +36,30 @@ static void head_ce_backward(gf_ctx *ctx, gf_node *n) {
     }
 }
 
+/* Row kernels (multiversioned in a portable build, GF_KERNEL_CLONES). exp_row: l[j] = exp(l[j] - m)
+ * in place with m = max_j l[j] (*max gets it); returns Σ_j l[j], summed in float over blocks of
+ * 256 (vector lanes) and in double across blocks. */
+GF_KERNEL_CLONES static double exp_row(float *restrict l, int64_t V, float *max) {
+    float m = l[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
+    double s = 0.0;
+    for (int64_t j0 = 0; j0 < V; j0 += 256) {
+        int64_t j1 = j0 + 256 < V ? j0 + 256 : V;
+        float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+        for (int64_t j = j0; j < j1; j++) { l[j] = gf_expf(l[j] - m); bs += l[j]; }
+        s += (double)bs;
+    }
+    *max = m;
+    return s;
+}
+
+GF_KERNEL_CLONES static void scale_row(float *restrict l, int64_t V, float sc) {
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) l[j] *= sc;
+}
+
 gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
                       double *nll_sum, int64_t *n_counted) {
     double t0 = gf_prof_begin(ctx);
@@ -71,24 +95,12 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
                 if (grad) memset(l, 0, (size_t)V * sizeof(float));
                 continue;
             }
-            float m = l[0];
-#pragma omp simd reduction(max : m)
-            for (int64_t j = 1; j < V; j++) m = l[j] > m ? l[j] : m;
-            float lt = l[t];
-            /* exp in place, summed in float over blocks of 256 (vector lanes) and in double across blocks */
-            double s = 0.0;
-            for (int64_t j0 = 0; j0 < V; j0 += 256) {
-                int64_t j1 = j0 + 256 < V ? j0 + 256 : V;
-                float bs = 0.0f;
-#pragma omp simd reduction(+ : bs)
-                for (int64_t j = j0; j < j1; j++) { l[j] = gf_expf(l[j] - m); bs += l[j]; }
-                s += (double)bs;
-            }
+            float lt = l[t], m;
+            double s = exp_row(l, V, &m);
             nll[c0 + r] = (double)m + log(s) - (double)lt;
             if (grad) {
                 float sc = (float)(1.0 / s) * inv;
-#pragma omp simd
-                for (int64_t j = 0; j < V; j++) l[j] *= sc;
+                scale_row(l, V, sc);
                 l[t] -= inv;
             }
         }

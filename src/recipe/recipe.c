@@ -580,10 +580,19 @@ int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b) {
 }
 
 const char *gf_recipe_data_dir(const gf_recipe *r) {
+    static _Thread_local char data[PATH_MAX], cache[PATH_MAX];
     if (r->data.dir[0]) return r->data.dir;
     const char *env = getenv("GFLOW_DATA_MIRROR");
     if (env && *env) return env;
-    return "datasets/data";
+    gf_data_dirs(data, sizeof data, cache, sizeof cache);
+    return data;
+}
+
+const char *gf_recipe_cache_dir(const gf_recipe *r) {
+    static _Thread_local char data[PATH_MAX], cache[PATH_MAX];
+    if (r->tokenizer.cache_dir[0]) return r->tokenizer.cache_dir;
+    gf_data_dirs(data, sizeof data, cache, sizeof cache);
+    return cache;
 }
 
 void gf_recipe_optim_cfg(const gf_recipe *r, gf_adamw_cfg *adamw, gf_schedule_cfg *sched) {

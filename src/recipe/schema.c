@@ -40,7 +40,8 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(run, threads, INT, "0", 0, 1024, MIN | MAX, 0, "OpenMP/BLAS threads; 0 = OMP_NUM_THREADS or all cores."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
-    K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else datasets/data."),
+    K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "
+      "($GFLOW_DATA_DIR; installed: ~/.local/share/gflow/data; a build directory: datasets/data)."),
     K(data, train_file, STRING, "", 0, 0, 0, 0,
       "Train split, relative to dir; empty = dataset default (wikitext-2/wiki.train.tokens, "
       "snli_1.0/snli_1.0_train.txt)."),
@@ -59,8 +60,9 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(tokenizer, model_type, ENUM, "bpe", 0, 0, 0, e_spm, "spm model type."),
     K(tokenizer, train_file, STRING, "wikitext-2/wiki.train.tokens", 0, 0, NONEMPTY, 0,
       "Corpus the tokenizer is trained on (relative to [data] dir); SNLI runs share WikiText-2's."),
-    K(tokenizer, cache_dir, STRING, "datasets/cache", 0, 0, NONEMPTY, 0,
-      "Where trained tokenizers and token caches are kept."),
+    K(tokenizer, cache_dir, STRING, "", 0, 0, 0, 0,
+      "Where trained tokenizers and token caches are kept; empty = beside the fetched data "
+      "($GFLOW_DATA_DIR/cache; installed: ~/.local/share/gflow/cache; a build directory: datasets/cache)."),
 
     K(model, family, ENUM, REQ, 0, 0, 0, e_family, "Sequence mixer: causal Grassmann mixing or causal self-attention."),
     K(model, n_layers, INT, REQ, 1, 0, MIN, 0, "Number of blocks."),

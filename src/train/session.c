@@ -70,7 +70,7 @@ gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
                             r->tokenizer.train_file, gf_recipe_data_dir(r));
     GF_TRY(gf_data_verify(tpath));
     gf_tokenizer_opts to = {.kind = r->tokenizer.kind, .vocab_size = r->tokenizer.vocab_size,
-                            .model_type = r->tokenizer.model_type, .cache_dir = r->tokenizer.cache_dir};
+                            .model_type = r->tokenizer.model_type, .cache_dir = gf_recipe_cache_dir(r)};
     double t0 = gf_time_now();
     gf_tokenizer *tok = NULL;
     gf_status status = gf_tokenizer_open(&tok, &to, tpath);

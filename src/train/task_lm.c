@@ -49,7 +49,7 @@ static gf_status lm_load_split(gf_session *s, gf_split split, const char *path, 
     double t0 = gf_time_now();
     gf_cache_event ev;
     char why[512] = "";
-    GF_TRY(gf_lm_split_tokens(s->tok, path, s->r.tokenizer.cache_dir, ids, &ev, why, sizeof why));
+    GF_TRY(gf_lm_split_tokens(s->tok, path, gf_recipe_cache_dir(&s->r), ids, &ev, why, sizeof why));
     if (split != GF_SPLIT_TRAIN) GF_TRY(gf_wikitext_word_count(path, &t->words[split]));
     if (split == GF_SPLIT_TRAIN && s->r.data.train_fraction < 1.0) {
         int64_t keep = (int64_t)ceil((double)ids->n * s->r.data.train_fraction);

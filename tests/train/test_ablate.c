@@ -209,7 +209,7 @@ GF_TEST(smoke, ablate_seeds_and_only) {
     }
     const char *only[] = {"nope"};
     gf_ablate_opts o = {.quiet = 1, .only = only, .n_only = 1};
-    int intr;
+    int intr = 0;
     GF_CHECK_ERR(gf_ablation_run(&a, &o, &intr), GF_E_INVALID, "no variant named 'nope'");
     /* nothing run yet: the report lists every variant as not run */
     GF_REQUIRE_OK(gf_ablation_report(&a, "x"));

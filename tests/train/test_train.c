@@ -94,7 +94,7 @@ GF_TEST(smoke, train_evals_per_epoch_and_build_id) {
     snprintf(p, sizeof p, "%s/runs/thirds/metrics.tsv", gf_test_tmpdir());
     char *s = gf_test_slurp(p, &n);
     GF_REQUIRE(s, "metrics.tsv");
-    long long spe = 0, valid_steps[64];
+    long long spe = 0, valid_steps[64] = {0};
     int nv = 0;
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
         long long step, epoch;
