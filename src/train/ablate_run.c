@@ -67,7 +67,10 @@ static int exists(const char *dir, const char *file) {
 /* The first line where two resolved recipes differ (run.threads ignored: it changes no result). */
 static gf_status same_recipe(const gf_recipe *want, const gf_recipe *have_in, const char *where, const char *variant_at) {
     gf_recipe have = *have_in;
+    /* neither the thread count nor where token caches live changes a run's results (and the
+     * cache_dir default moved from datasets/cache to the data directories' cache) */
     have.run.threads = want->run.threads;
+    memcpy(have.tokenizer.cache_dir, want->tokenizer.cache_dir, sizeof have.tokenizer.cache_dir);
     if (gf_recipe_equal(want, &have)) return GF_OK;
     char *ta = NULL, *tb = NULL;
     gf_status st = gf_recipe_resolved_text(want, &ta);

@@ -67,14 +67,16 @@ GF_TEST(smoke, ablate_runs_skips_and_resumes) {
     study_file(fa, sizeof fa, "a.ini", "a", "");
     study_file(fb, sizeof fb, "b.ini", "b", "");
 
-    /* study a: the base run made by hand, the way the docs say */
-    char s_dir[700];
+    /* study a: the base run made by hand, the way the docs say, with its token caches elsewhere
+     * (where caches live does not change a run: the study still counts it as its base) */
+    char s_dir[700], s_cache[700];
     snprintf(s_dir, sizeof s_dir, "run.out_dir=%s/out/a", root);
-    const char *sets[] = {s_dir, "run.name=base"};
+    snprintf(s_cache, sizeof s_cache, "tokenizer.cache_dir=%s/cache-elsewhere", root);
+    const char *sets[] = {s_dir, "run.name=base", s_cache};
     char base_ini[800];
     snprintf(base_ini, sizeof base_ini, "%s/base.ini", root);
     gf_recipe r;
-    GF_REQUIRE_OK(gf_recipe_load(base_ini, sets, 2, &r));
+    GF_REQUIRE_OK(gf_recipe_load(base_ini, sets, 3, &r));
     int intr = 0;
     gf_train_opts to = {.quiet = 1};
     GF_REQUIRE_OK(gf_train_run(&r, &to, &intr));
