@@ -19,6 +19,12 @@ int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_ablate(int argc, char **argv);
 int gf_cmd_probe(int argc, char **argv);
 
+/* Numeric option values (src/cli/args.c): parse all of v as a number in [lo, hi] (a real must
+ * also be finite) into *out and return 1; else print "gflow CMD: OPT needs ..., got 'V'" and
+ * return 0 (the caller exits GF_EXIT_USAGE). */
+int gf_arg_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
+int gf_arg_real(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
+
 /* print "gflow: <message>" for a failed status and return GF_EXIT_ERROR */
 static inline int gf_cli_fail(gf_status s) {
     fprintf(stderr, "gflow: error (%s): %s\n", gf_status_name(s), gf_last_error());
