@@ -14,6 +14,7 @@
 #include "gflow/tape.h"
 #include "gflow/ops.h"
 #include "gflow/model.h"
+#include "gflow/decoder.h"
 #include "gflow/nli.h"
 #include "gflow/optim.h"
 #include "gflow/data.h"

@@ -95,6 +95,15 @@ typedef struct gf_trunk_slots {
 void gf_trunk_register(gf_params *ps, const gf_block_cfg *c, int64_t vocab, int64_t max_len, int64_t n_layers,
                        const gf_trunk_slots *out);
 
+/* One causal block's decoding state (gflow/decoder.h): what it keeps of earlier positions so
+ * that new ones are computed without recomputing the old. */
+typedef struct gf_block_cache {
+    int64_t pos;    /* positions already consumed (the same for every row) */
+    int64_t cap;    /* grassmann: W, the ring length (>= every valid offset; 0 = no mixing over time);
+                       transformer: the most positions, max_len */
+    float *buf;     /* grassmann (B, 2W, R), see gf_plucker_mix_cached; transformer (B, 2, H, cap, Dh) */
+} gf_block_cache;
+
 /* What one call of a block reads besides x, and what it reports. */
 typedef struct gf_block_in {
     const int64_t *offsets;   /* GF_PAIR_CAUSAL with plucker: this layer's offsets */
@@ -104,6 +113,9 @@ typedef struct gf_block_in {
     /* if non-NULL: the block's two branch outputs (B, L, D) for the probes. mix: Grassmann
      * Drop(LN_mix(m)), Transformer Drop(Proj(Attn)), before any residual add or LN; ffn: Drop(FFN(.)) */
     gf_tensor **mix_out, **ffn_out;
+    /* if non-NULL (causal blocks, no dropout): x holds positions cache->pos.., and the mixing
+     * reads the earlier positions from the cache and appends these; the caller advances pos */
+    gf_block_cache *cache;
 } gf_block_in;
 
 /* Drop(fc2(GELU(fc1 y))) */

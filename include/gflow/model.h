@@ -42,6 +42,9 @@ int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is);
 /* gf_model_cfg_check as a status: "model config: <key>: <why>". */
 gf_status gf_model_cfg_validate(const gf_model_cfg *c);
 
+/* The block every layer uses, and layer l's offsets (mode B: the one offset_schedule[l]). */
+gf_block_cfg gf_lm_block_cfg(const gf_model_cfg *c);
+void gf_lm_layer_offsets(const gf_model_cfg *c, int64_t l, const int64_t **offs, int32_t *n);
 typedef struct gf_lm {
     gf_model_cfg cfg;
     gf_params params;

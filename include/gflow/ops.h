@@ -59,6 +59,15 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
  *   g_t = W pbar_t + b, with W (D, P), b (D). Positions with no valid offset get g_t = 0. */
 gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
                           int32_t n_offsets, float eps, int normalize);
+/* Incremental decoding (gflow/decoder.h), forward only, never on the tape: the same values as
+ * gf_plucker_mix / causal gf_attention over a whole sequence, for the n new positions
+ * pos..pos+n-1 of z (B, n, R) / qkv (B, n, 3D), reading the earlier positions from a cache and
+ * appending the new ones to it. ring (B, 2W, R): the last W reduced vectors (W >= every valid
+ * offset), each stored twice (slots q % W and q % W + W); kv (B, 2, H, cap, Dh): keys, then
+ * values, of positions 0..pos-1. */
+gf_tensor *gf_plucker_mix_cached(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
+                                 int32_t n_offsets, float eps, int normalize, float *ring, int64_t W, int64_t pos);
+gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, float *kv, int64_t cap, int64_t pos);
 
 /* ---- ops of the NLI heads ---- */
 

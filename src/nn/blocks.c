@@ -117,6 +117,9 @@ static gf_tensor *pair_features(gf_ctx *ctx, const gf_block_cfg *c, const gf_blo
     if (c->pairing == GF_PAIR_WINDOW)
         return gf_plucker_window(ctx, z, in->mask, b->w_plu, b->b_plu, c->window, c->stride, c->mix_heads, c->eps,
                                  c->normalize);
+    if (c->plucker && in->cache)
+        return gf_plucker_mix_cached(ctx, z, b->w_plu, b->b_plu, in->offsets, in->n_offsets, c->eps, c->normalize,
+                                     in->cache->buf, in->cache->cap, in->cache->pos);
     if (c->plucker)
         return gf_plucker_mix(ctx, z, b->w_plu, b->b_plu, in->offsets, in->n_offsets, c->eps, c->normalize);
     return gf_linear(ctx, gf_linear(ctx, z, b->w_lin, NULL), b->w_plu, b->b_plu);
@@ -146,7 +149,8 @@ gf_tensor *gf_transformer_block(gf_ctx *ctx, const gf_block_cfg *c, const gf_blo
     int pre = c->kind == GF_BLOCK_PRE_LN;
     gf_tensor *h = pre ? gf_layernorm(ctx, x, b->ln_attn_w, b->ln_attn_b, c->ln_eps) : x;
     gf_tensor *qkv = gf_linear(ctx, h, b->qkv_w, b->qkv_b); // (B, L, 3D)
-    gf_tensor *a = gf_attention(ctx, qkv, c->heads, c->causal, in->key_mask);
+    gf_tensor *a = in->cache ? gf_attention_cached(ctx, qkv, c->heads, in->cache->buf, in->cache->cap, in->cache->pos)
+                             : gf_attention(ctx, qkv, c->heads, c->causal, in->key_mask);
     a = capture(in->mix_out, gf_dropout(ctx, gf_linear(ctx, a, b->proj_w, b->proj_b), c->dropout));
     gf_tensor *x1 = pre ? gf_add(ctx, x, a) : gf_layernorm(ctx, gf_add(ctx, x, a), b->ln_attn_w, b->ln_attn_b, c->ln_eps);
     return ffn_half(ctx, c, b, x1, in->ffn_out);

@@ -25,8 +25,7 @@ void gf_model_cfg_default(gf_model_cfg *c) {
     c->heads = 4;
 }
 
-/* The block every layer of the LM uses. */
-static gf_block_cfg block_cfg(const gf_model_cfg *c) {
+gf_block_cfg gf_lm_block_cfg(const gf_model_cfg *c) {
     return (gf_block_cfg){.family = c->family, .kind = c->block, .d_model = c->d_model, .d_ff = c->d_ff,
                           .dropout = c->dropout, .ln_eps = c->ln_eps, .pairing = GF_PAIR_CAUSAL, .r = c->r,
                           .mix_heads = 1, .eps = c->eps, .normalize = c->normalize, .gate = c->gate,
@@ -34,7 +33,7 @@ static gf_block_cfg block_cfg(const gf_model_cfg *c) {
 }
 
 int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is) {
-    gf_block_cfg b = block_cfg(c);
+    gf_block_cfg b = gf_lm_block_cfg(c);
     if (gf_block_cfg_check(&b, c->vocab, c->n_layers, GF_MAX_LAYERS, c->max_len, is)) return 1;
     if (c->family != GF_FAMILY_GRASSMANN) return 0;
     if (c->n_schedule > 0) {
@@ -57,12 +56,18 @@ gf_status gf_model_cfg_validate(const gf_model_cfg *c) {
     return gf_cfg_status(gf_model_cfg_check(c, &is), &is, "model config");
 }
 
+void gf_lm_layer_offsets(const gf_model_cfg *c, int64_t l, const int64_t **offs, int32_t *n) {
+    /* mode B (offset_schedule): layer l pairs at the one offset [l] */
+    *offs = c->n_schedule > 0 ? &c->offset_schedule[l] : c->offsets;
+    *n = c->n_schedule > 0 ? 1 : c->n_offsets;
+}
+
 gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
     memset(m, 0, sizeof *m);
     GF_TRY(gf_model_cfg_validate(cfg));
     m->cfg = *cfg;
     gf_params_init(&m->params);
-    const gf_block_cfg bc = block_cfg(cfg);
+    const gf_block_cfg bc = gf_lm_block_cfg(cfg);
     gf_trunk_register(&m->params, &bc, cfg->vocab, cfg->max_len, cfg->n_layers,
                       &(gf_trunk_slots){&m->tok_emb, &m->pos_emb, &m->ln_f_w, &m->ln_f_b, m->blocks});
     return gf_params_alloc(&m->params);
@@ -89,13 +94,11 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
     /* positions 0..L-1 are the first L rows of the table: a (L, D) view broadcast over B */
     h = gf_dropout(ctx, gf_add(ctx, h, gf_param_rows_view(ctx, m->pos_emb, L)), c->dropout);
     if (out && out->hidden) out->hidden[0] = h;
-    const gf_block_cfg bc = block_cfg(c);
+    const gf_block_cfg bc = gf_lm_block_cfg(c);
     for (int64_t l = 0; l < c->n_layers; l++) {
-        /* mode B (offset_schedule): layer l pairs at the one offset [l] */
-        gf_block_in in = {.offsets = c->n_schedule > 0 ? &c->offset_schedule[l] : c->offsets,
-                          .n_offsets = c->n_schedule > 0 ? 1 : c->n_offsets,
-                          .mix_out = out && out->mix_out ? &out->mix_out[l] : NULL,
+        gf_block_in in = {.mix_out = out && out->mix_out ? &out->mix_out[l] : NULL,
                           .ffn_out = out && out->ffn_out ? &out->ffn_out[l] : NULL};
+        gf_lm_layer_offsets(c, l, &in.offsets, &in.n_offsets);
         h = gf_block_forward(ctx, &bc, &m->blocks[l], h, &in);
         if (out && out->hidden) out->hidden[l + 1] = h;
     }

@@ -279,3 +279,59 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
 }
 
 const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_backward, 0};
+
+/* Decoding (no tape): qkv (B, n, 3D) holds positions pos..pos+n-1. Their keys and values are
+ * stored into kv (B, 2, H, cap, Dh) (K then V, each head's positions contiguous), then each new
+ * query attends causally to positions 0..its own. From an empty cache (pos = 0) this is the
+ * tiled kernel above on qkv itself; later, one query row at a time against the cache. */
+gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, float *kv, int64_t cap, int64_t pos) {
+    double t0 = gf_prof_begin(ctx);
+    const att_dims a = att_dims_of(qkv, n_heads, 1);
+    const int64_t B = a.B, n = a.L, H = a.H, Dh = a.Dh, D = a.D, ld = a.ld;
+    GF_ASSERT(pos >= 0 && pos + n <= cap, "attention_cached: positions %lld..%lld outside the cache of %lld",
+              (long long)pos, (long long)(pos + n - 1), (long long)cap);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const float *src = qkv->data + (b * n + i) * ld + h * Dh;
+                float *K = kv + ((b * 2 * H + h) * cap + pos + i) * Dh, *V = K + H * cap * Dh;
+                memcpy(K, src + D, (size_t)Dh * sizeof(float));
+                memcpy(V, src + 2 * D, (size_t)Dh * sizeof(float));
+            }
+    gf_tensor *y = gf_tensor_new3(ctx, B, n, D); // (B, n, D)
+    if (pos == 0) {
+        float *lse = gf_arena_floats(&ctx->arena, B * H * n);
+        const int64_t per_thread = att_fwd_scratch(a.Dp);
+        float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
+        att_forward(&a, qkv->data, NULL, y->data, lse, scratch, per_thread);
+        gf_prof_end(ctx, GF_FAM_ATTENTION, t0);
+        return y;
+    }
+    float *sc = gf_arena_floats(&ctx->arena, (int64_t)omp_get_max_threads() * cap); // (T, cap) scores
+#pragma omp parallel for collapse(3) schedule(static) if (B * H * n * (pos + n) > 32768)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const float *q = qkv->data + (b * n + i) * ld + h * Dh;
+                const float *K = kv + (b * 2 * H + h) * cap * Dh, *V = K + H * cap * Dh;
+                float *s = sc + (int64_t)omp_get_thread_num() * cap, *yr = y->data + (b * n + i) * D + h * Dh;
+                const int64_t nk = pos + i + 1;
+                float mx = -INFINITY, sum = 0.0f;
+                for (int64_t j = 0; j < nk; j++) {
+                    float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                    for (int64_t e = 0; e < Dh; e++) d += q[e] * K[j * Dh + e];
+                    s[j] = d * a.scale;
+                    mx = fmaxf(mx, s[j]);
+                }
+                for (int64_t j = 0; j < nk; j++) { s[j] = gf_expf(s[j] - mx); sum += s[j]; }
+                for (int64_t e = 0; e < Dh; e++) yr[e] = 0.0f;
+                for (int64_t j = 0; j < nk; j++) {
+                    const float pj = s[j] / sum;
+#pragma omp simd
+                    for (int64_t e = 0; e < Dh; e++) yr[e] += pj * V[j * Dh + e];
+                }
+            }
+    gf_prof_end(ctx, GF_FAM_ATTENTION, t0);
+    return y;
+}

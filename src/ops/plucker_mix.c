@@ -57,6 +57,44 @@ static inline float sumsq(const float *p, int64_t n) {
     return s;
 }
 
+/* pb (P) = pbar of the position t whose reduced vector is a, with z_{t-δ} at a - δ R; norms (NW)
+ * gets |p| per offset (0 where t - δ < 0). Returns |W_t|, the count of valid offsets. */
+static int64_t pm_row(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
+                      int normalize, float *pk, float *pb, float *norms) {
+    const int64_t P = R * (R - 1) / 2;
+    memset(pb, 0, (size_t)P * sizeof(float));
+    int64_t cnt = 0;
+    for (int64_t q = 0; q < NW; q++) {
+        if (t - offs[q] < 0) { norms[q] = 0.0f; continue; }
+        plucker_pairs(a, a - offs[q] * R, pk, R);
+        float nrm = sqrtf(sumsq(pk, P));
+        norms[q] = nrm;
+        float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+#pragma omp simd
+        for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * s;
+        cnt++;
+    }
+    if (cnt > 1) {
+        float inv = 1.0f / (float)cnt;
+        for (int64_t k = 0; k < P; k++) pb[k] *= inv;
+    }
+    return cnt;
+}
+
+/* g (B, L, D) = valid ? W pbar + b : 0, one GEMM over every row */
+static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *valid, const gf_tensor *w,
+                             const gf_tensor *b, int64_t B, int64_t L) {
+    const int64_t D = w->shape[0], P = w->shape[1], BL = B * L;
+    int64_t gs[3] = {B, L, D};
+    gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++)
+        for (int64_t d = 0; d < D; d++) g->data[r * D + d] = valid[r] ? b->data[d] : 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(BL), gf_blas_int(D), gf_blas_int(P), 1.0f,
+                pbar, gf_blas_int(P), w->data, gf_blas_int(P), 1.0f, g->data, gf_blas_int(D));
+    return g;
+}
+
 static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *z = n->in[0], *w = n->in[1], *b = n->in[2];
     const pm_saved *sv = n->saved;
@@ -183,7 +221,7 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     GF_ASSERT(w->ndim == 2 && w->shape[1] == P, "plucker_mix: W must be (D, %lld)", (long long)P);
     GF_ASSERT(b && b->ndim == 1 && b->shape[0] == w->shape[0], "plucker_mix: bias must be (D)");
     GF_ASSERT(n_offsets >= 1, "plucker_mix: no offsets");
-    int64_t D = w->shape[0], NW = n_offsets;
+    int64_t NW = n_offsets;
     for (int32_t q = 0; q < n_offsets; q++) GF_ASSERT(offsets[q] >= 1, "plucker_mix: offset %lld < 1", (long long)offsets[q]);
 
     pm_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
@@ -197,35 +235,11 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
 
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++) {
-        int64_t t = r % L;
-        const float *a = z->data + r * R;
-        float *pb = sv->pbar + r * P, *pk = scratch + (int64_t)omp_get_thread_num() * P;
-        memset(pb, 0, (size_t)P * sizeof(float));
-        int64_t cnt = 0;
-        for (int64_t q = 0; q < NW; q++) {
-            if (t - offsets[q] < 0) { sv->norms[r * NW + q] = 0.0f; continue; }
-            plucker_pairs(a, a - offsets[q] * R, pk, R);
-            float nrm = sqrtf(sumsq(pk, P));
-            sv->norms[r * NW + q] = nrm;
-            float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
-#pragma omp simd
-            for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * s;
-            cnt++;
-        }
-        sv->valid[r] = cnt > 0;
-        if (cnt > 1) {
-            float inv = 1.0f / (float)cnt;
-            for (int64_t k = 0; k < P; k++) pb[k] *= inv;
-        }
+        float *pk = scratch + (int64_t)omp_get_thread_num() * P;
+        sv->valid[r] = pm_row(z->data + r * R, r % L, R, offsets, NW, eps, normalize, pk, sv->pbar + r * P,
+                              sv->norms + r * NW) > 0;
     }
-
-    int64_t gs[3] = {B, L, D};
-    gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BL; r++)
-        for (int64_t d = 0; d < D; d++) g->data[r * D + d] = sv->valid[r] ? b->data[d] : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(BL), gf_blas_int(D), gf_blas_int(P), 1.0f,
-                sv->pbar, gf_blas_int(P), w->data, gf_blas_int(P), 1.0f, g->data, gf_blas_int(D));
+    gf_tensor *g = pm_project(ctx, sv->pbar, sv->valid, w, b, B, L);
 
     gf_tensor *in[3] = {z, w, b};
     gf_node *n = gf_tape_record(ctx, &gf_op_plucker_mix, g, 3, in);
@@ -240,3 +254,42 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
 }
 
 const gf_op_def gf_op_plucker_mix = {"plucker_mix", GF_FAM_PLUCKER, plucker_mix_backward, 0};
+
+/* Decoding (no tape): z (B, n, R) are the reduced vectors of positions pos..pos+n-1; the W
+ * before them come from ring (B, 2W, R), where position q sits at slots q % W and q % W + W so
+ * that the last W positions are always contiguous. Computes g for the n positions exactly as
+ * gf_plucker_mix does over the whole sequence, then stores the n vectors in the ring. */
+gf_tensor *gf_plucker_mix_cached(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
+                                 int32_t n_offsets, float eps, int normalize, float *ring, int64_t W, int64_t pos) {
+    double t0 = gf_prof_begin(ctx);
+    const int64_t B = z->shape[0], n = z->shape[1], R = z->shape[2], P = R * (R - 1) / 2, NW = n_offsets;
+    GF_ASSERT(w->ndim == 2 && w->shape[1] == P && W >= 1, "plucker_mix_cached: bad W or ring");
+    for (int32_t q = 0; q < n_offsets; q++)
+        GF_ASSERT(offsets[q] >= 1, "plucker_mix_cached: offset %lld < 1", (long long)offsets[q]);
+    const int64_t Lw = W + n;
+    float *win = gf_arena_floats(&ctx->arena, B * Lw * R); // (B, W + n, R): the past W, then z
+    float *pbar = gf_arena_floats(&ctx->arena, B * n * P); // (B, n, P)
+    float *norms = gf_arena_floats(&ctx->arena, B * n * NW);
+    uint8_t *valid = gf_arena_alloc(&ctx->arena, (size_t)(B * n));
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)omp_get_max_threads() * P); // (T, P)
+    for (int64_t bb = 0; bb < B; bb++) {
+        memcpy(win + bb * Lw * R, ring + (bb * 2 * W + pos % W) * R, (size_t)(W * R) * sizeof(float));
+        memcpy(win + (bb * Lw + W) * R, z->data + bb * n * R, (size_t)(n * R) * sizeof(float));
+    }
+#pragma omp parallel for schedule(static) if (B * n > 1)
+    for (int64_t r = 0; r < B * n; r++) {
+        const int64_t bb = r / n, i = r % n;
+        valid[r] = pm_row(win + (bb * Lw + W + i) * R, pos + i, R, offsets, NW, eps, normalize,
+                          scratch + (int64_t)omp_get_thread_num() * P, pbar + r * P, norms + r * NW) > 0;
+    }
+    for (int64_t bb = 0; bb < B; bb++)
+        for (int64_t i = n > W ? n - W : 0; i < n; i++) {
+            const int64_t slot = (pos + i) % W;
+            const float *zi = z->data + (bb * n + i) * R;
+            memcpy(ring + (bb * 2 * W + slot) * R, zi, (size_t)R * sizeof(float));
+            memcpy(ring + (bb * 2 * W + slot + W) * R, zi, (size_t)R * sizeof(float));
+        }
+    gf_tensor *g = pm_project(ctx, pbar, valid, w, b, B, n);
+    gf_prof_end(ctx, GF_FAM_PLUCKER, t0);
+    return g;
+}
