@@ -1,115 +1,208 @@
-/* cmd_sample.c — `gflow sample RUN_DIR --prompt TEXT`: autoregressive generation. */
+/* cmd_sample.c — `gflow sample RUN_DIR --prompt TEXT`: generation with the incremental decoder
+ * (gflow/decoder.h), one stream printed as it is generated, or --n continuations as a batch. */
 #include "cli.h"
 #include "gflow/session.h"
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_TOKENS 1000000
+#define MAX_ROWS 1024
+#define SEGMENT 256 /* a streamed line is re-decoded in segments of at most this many ids */
+
 static void help(void) {
-    printf("usage: gflow sample RUN_DIR|CHECKPOINT --prompt TEXT [--tokens N] [--temperature T]\n"
-           "                    [--top-k K] [--seed S] [--ckpt best|last]\n\n"
-           "  Continues TEXT with N tokens (default 60) sampled at temperature T (default 1.0;\n"
-           "  0 = greedy) from the K most likely tokens (default 40; 0 = all). The context is cut to\n"
-           "  the model's max_len.\n");
+    printf("usage: gflow sample RUN_DIR|CHECKPOINT --prompt TEXT [--tokens N] [--n N] [--temperature T]\n"
+           "                    [--top-k K] [--seed S] [--ckpt best|last] [--recompute]\n\n"
+           "  Continues TEXT with N tokens (default 60, at most %d) sampled at temperature T (default\n"
+           "  1.0; 0 = greedy) from the K most likely tokens (default 40; 0 = all), with the\n"
+           "  incremental decoder: constant work per token for GrassmannLM, a KV cache for the\n"
+           "  Transformer. One continuation is printed as it is generated; --n N (at most %d)\n"
+           "  decodes N continuations of the prompt as one batch (row k draws with seed S + k) and\n"
+           "  prints them when done.\n"
+           "  Context: positions are learned up to the model's max_len. A prompt longer than max_len\n"
+           "  keeps its last max_len tokens; when a continuation has used all max_len positions the\n"
+           "  decoder restarts from its last max_len/2 tokens (one prefill per max_len/2 tokens), so\n"
+           "  the model always sees between max_len/2 and max_len tokens of context.\n"
+           "  --recompute: the reference path, a full forward over the last max_len tokens for every\n"
+           "  new token (single stream only; slow). At temperature 0 both paths print the same text\n"
+           "  while prompt + continuation fit in max_len.\n",
+           MAX_TOKENS, MAX_ROWS);
 }
 
-static int bad_num(const char *opt, const char *v) {
-    fprintf(stderr, "gflow sample: %s needs a number, got '%s'\n", opt, v);
-    return GF_EXIT_USAGE;
-}
+typedef struct sample_opts {
+    const char *src, *prompt, *which;
+    long long n_tokens, top_k, rows;
+    double temp;
+    unsigned long long seed;
+    int recompute;
+} sample_opts;
 
-/* The next token from the last position's logits lg (V): greedy at temperature 0, else drawn
- * from the softmax at temperature `temp` over the top_k most likely. order, p: (V) scratch. */
-static int32_t pick_token(const float *lg, int64_t V, double temp, long top_k, int32_t *order, float *p, gf_rng *rng) {
-    int32_t next = 0;
-    if (temp == 0.0) {
-        for (int64_t j = 1; j < V; j++) if (lg[j] > lg[next]) next = (int32_t)j;
-    } else {
-        /* top-k by partial selection, then softmax at temperature over the kept ids */
-        int64_t K = top_k > 0 && top_k < V ? top_k : V;
-        for (int64_t j = 0; j < V; j++) order[j] = (int32_t)j;
-        for (int64_t a = 0; a < K; a++) {
-            int64_t best = a;
-            for (int64_t j = a + 1; j < V; j++) if (lg[order[j]] > lg[order[best]]) best = j;
-            int32_t tmp = order[a]; order[a] = order[best]; order[best] = tmp;
-            if (K == V && a > 2048) break; /* full softmax: order beyond the head does not matter */
-        }
-        double mx = lg[order[0]], z = 0;
-        for (int64_t a = 0; a < K; a++) { p[a] = (float)exp((lg[order[a]] - mx) / temp); z += p[a]; }
-        double u = gf_rng_uniform(rng) * z, c = 0;
-        next = order[K - 1];
-        for (int64_t a = 0; a < K; a++) { c += p[a]; if (u < c) { next = order[a]; break; } }
+static int parse(int argc, char **argv, sample_opts *o) {
+    *o = (sample_opts){.which = "best", .n_tokens = 60, .top_k = 40, .rows = 1, .temp = 1.0, .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        long long s = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return -1; }
+        else if (!strcmp(a, "--prompt") && has) o->prompt = argv[++i];
+        else if (!strcmp(a, "--ckpt") && has) o->which = argv[++i];
+        else if (!strcmp(a, "--recompute")) o->recompute = 1;
+        else if (!strcmp(a, "--tokens") && has) { if (!gf_arg_int("sample", a, argv[++i], 1, MAX_TOKENS, &o->n_tokens)) return GF_EXIT_USAGE; }
+        else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("sample", a, argv[++i], 1, MAX_ROWS, &o->rows)) return GF_EXIT_USAGE; }
+        else if (!strcmp(a, "--top-k") && has) { if (!gf_arg_int("sample", a, argv[++i], 0, 1LL << 31, &o->top_k)) return GF_EXIT_USAGE; }
+        else if (!strcmp(a, "--temperature") && has) { if (!gf_arg_real("sample", a, argv[++i], 0, 1e6, &o->temp)) return GF_EXIT_USAGE; }
+        else if (!strcmp(a, "--seed") && has) { if (!gf_arg_int("sample", a, argv[++i], 0, (long long)(~0ULL >> 1), &s)) return GF_EXIT_USAGE; o->seed = (unsigned long long)s; }
+        else if (a[0] == '-') { fprintf(stderr, "gflow sample: unknown option '%s' (or missing value)\n", a); return GF_EXIT_USAGE; }
+        else if (!o->src) o->src = a;
+        else { fprintf(stderr, "gflow sample: unexpected argument '%s'\n", a); return GF_EXIT_USAGE; }
     }
-    return next;
+    if (!o->src || !o->prompt) { help(); return GF_EXIT_USAGE; }
+    if (o->recompute && o->rows > 1) { fprintf(stderr, "gflow sample: --recompute decodes one stream; drop --n\n"); return GF_EXIT_USAGE; }
+    return 0;
+}
+
+/* Prints one stream's text as ids arrive: the current line is re-decoded (SentencePiece decodes
+ * a line as a whole) and what it adds is printed; lines longer than SEGMENT ids continue in a
+ * new segment, joined by the space its first piece stands for. */
+typedef struct text_stream {
+    const gf_tokenizer *tok;
+    gf_ids seg;
+    size_t shown;
+    int spm;
+} text_stream;
+
+static gf_status stream_put(text_stream *ts, int32_t id) {
+    if (id == gf_tokenizer_eol_id(ts->tok)) {
+        putchar('\n');
+        ts->seg.n = 0;
+        ts->shown = 0;
+        return GF_OK;
+    }
+    if (ts->seg.n >= SEGMENT) {
+        const char *pc = gf_tokenizer_id_to_piece(ts->tok, id);
+        if (!ts->spm || (pc && !strncmp(pc, "\xe2\x96\x81", 3))) putchar(' ');
+        ts->seg.n = 0;
+        ts->shown = 0;
+    }
+    GF_TRY(gf_ids_push(&ts->seg, id));
+    char *text = NULL;
+    GF_TRY(gf_tokenizer_decode(ts->tok, ts->seg.data, ts->seg.n, &text));
+    size_t len = strlen(text);
+    if (len > ts->shown) fputs(text + ts->shown, stdout);
+    ts->shown = len > ts->shown ? len : ts->shown;
+    free(text);
+    fflush(stdout);
+    return GF_OK;
+}
+
+/* The reference path: a full forward over the last max_len tokens for every new token. */
+static gf_status run_recompute(gf_session *s, const sample_opts *o, gf_ids *ids, text_stream *ts) {
+    gf_lm *lm = gf_session_lm(s);
+    const int64_t Lmax = lm->cfg.max_len, V = lm->cfg.vocab;
+    gf_rng rng;
+    gf_rng_seed(&rng, o->seed);
+    gf_ctx_set_grad(&s->ctx, 0);
+    s->ctx.training = 0;
+    void *scratch = malloc(gf_sample_scratch_bytes(V));
+    int32_t *win = malloc((size_t)(Lmax + 1) * sizeof(int32_t));
+    gf_status st = scratch && win ? GF_OK : gf_error_set(GF_E_NOMEM, "sample: out of memory");
+    for (long long k = 0; !st && k < o->n_tokens; k++) {
+        int64_t L = ids->n < Lmax ? ids->n : Lmax;
+        memcpy(win, ids->data + ids->n - L, (size_t)L * sizeof(int32_t));
+        win[L] = -1; /* no target */
+        gf_lm_out out = {.want_logits = 1};
+        gf_lm_forward(lm, &s->ctx, win, 1, L, &out);
+        int32_t next = gf_sample_token(out.logits->data + (L - 1) * V, V, o->temp, o->top_k, &rng, scratch);
+        gf_ctx_reset(&s->ctx);
+        st = gf_ids_push(ids, next);
+        if (!st) st = stream_put(ts, next);
+    }
+    free(scratch);
+    free(win);
+    return st;
+}
+
+/* Decoder path: rows continuations of the prompt; row 0 is streamed when rows == 1. */
+static gf_status run_decoder(gf_session *s, const sample_opts *o, const gf_ids *prompt, int32_t *out, text_stream *ts) {
+    gf_lm *lm = gf_session_lm(s);
+    const int64_t V = lm->cfg.vocab, R = o->rows, Lmax = lm->cfg.max_len;
+    const int64_t np = prompt->n < Lmax ? prompt->n : Lmax;
+    gf_lm_decoder d;
+    GF_TRY(gf_lm_decoder_init(&d, lm, R));
+    gf_rng *rng = malloc((size_t)R * sizeof(gf_rng));
+    void *scratch = malloc(gf_sample_scratch_bytes(V));
+    int32_t *tok = malloc((size_t)R * sizeof(int32_t));
+    gf_status st = rng && scratch && tok ? GF_OK : gf_error_set(GF_E_NOMEM, "sample: out of memory");
+    for (int64_t r = 0; r < R && rng; r++) gf_rng_seed(&rng[r], o->seed + (unsigned long long)r);
+    if (!st) st = gf_lm_decoder_prefill(&d, prompt->data + prompt->n - np, 1, np);
+    for (long long k = 0; !st && k < o->n_tokens; k++) {
+        for (int64_t r = 0; r < R; r++) {
+            tok[r] = gf_sample_token(gf_lm_decoder_logits(&d) + r * V, V, o->temp, o->top_k, &rng[r], scratch);
+            out[r * o->n_tokens + k] = tok[r];
+        }
+        if (R == 1) st = stream_put(ts, tok[0]);
+        if (!st && k + 1 < o->n_tokens) st = gf_lm_decoder_step(&d, tok);
+    }
+    free(rng);
+    free(scratch);
+    free(tok);
+    gf_lm_decoder_free(&d);
+    return st;
+}
+
+/* Print continuation r of R (prompt ids + its tokens). */
+static gf_status print_row(const gf_tokenizer *tok, const gf_ids *prompt, const int32_t *gen, long long n, int64_t r,
+                           int64_t R) {
+    gf_ids all = {0};
+    gf_status st = GF_OK;
+    for (int64_t i = 0; !st && i < prompt->n; i++) st = gf_ids_push(&all, prompt->data[i]);
+    for (long long i = 0; !st && i < n; i++) st = gf_ids_push(&all, gen[i]);
+    char *text = NULL;
+    if (!st) st = gf_tokenizer_decode(tok, all.data, all.n, &text);
+    if (!st) printf("=== continuation %lld/%lld ===\n%s\n", (long long)r + 1, (long long)R, text);
+    free(text);
+    gf_ids_free(&all);
+    return st;
+}
+
+static gf_status open_lm(const sample_opts *o, gf_session *s, gf_ids *ids) {
+    char path[1100];
+    gf_recipe r;
+    GF_TRY(gf_run_ckpt_path(o->src, o->which, path, sizeof path));
+    GF_TRY(gf_ckpt_peek_recipe(path, &r, NULL));
+    const gf_task_ops *task = gf_task_of(&r);
+    if (!task->language_model)
+        return gf_error_set(GF_E_INVALID, "%s: task '%s' is not a language model; `gflow sample` generates text with "
+                            "language models only", path, task->name);
+    GF_TRY(gf_session_open(s, &r, 0));
+    GF_TRY(gf_ckpt_load(path, s->params, NULL));
+    GF_TRY(gf_tokenizer_encode(s->tok, o->prompt, strlen(o->prompt), ids));
+    if (ids->n == 0) return gf_error_set(GF_E_INVALID, "--prompt: the prompt encodes to no tokens");
+    return GF_OK;
 }
 
 int gf_cmd_sample(int argc, char **argv) {
-    const char *src = NULL, *prompt = NULL, *which = "best";
-    long n_tokens = 60, top_k = 40;
-    double temp = 1.0;
-    unsigned long long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        char *end = NULL;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = argv[++i];
-        else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) which = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) { n_tokens = strtol(argv[++i], &end, 10); if (*end || n_tokens <= 0) return bad_num("--tokens", argv[i]); }
-        else if (!strcmp(argv[i], "--top-k") && i + 1 < argc) { top_k = strtol(argv[++i], &end, 10); if (*end || top_k < 0) return bad_num("--top-k", argv[i]); }
-        else if (!strcmp(argv[i], "--temperature") && i + 1 < argc) { temp = strtod(argv[++i], &end); if (*end || temp < 0) return bad_num("--temperature", argv[i]); }
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) { seed = strtoull(argv[++i], &end, 10); if (*end) return bad_num("--seed", argv[i]); }
-        else if (argv[i][0] == '-') { fprintf(stderr, "gflow sample: unknown option '%s' (or missing value)\n", argv[i]); return GF_EXIT_USAGE; }
-        else if (!src) src = argv[i];
-        else { fprintf(stderr, "gflow sample: unexpected argument '%s'\n", argv[i]); return GF_EXIT_USAGE; }
-    }
-    if (!src || !prompt) { help(); return GF_EXIT_USAGE; }
-    char path[1100];
-    gf_recipe r;
-    gf_status st = gf_run_ckpt_path(src, which, path, sizeof path);
-    if (!st) st = gf_ckpt_peek_recipe(path, &r, NULL);
-    const gf_task_ops *task = st ? NULL : gf_task_of(&r);
-    if (task && !task->language_model)
-        st = gf_error_set(GF_E_INVALID, "%s: task '%s' is not a language model; `gflow sample` generates text with "
-                          "language models only", path, task->name);
+    sample_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? GF_EXIT_OK : rc;
     gf_session s;
     memset(&s, 0, sizeof s);
-    if (!st) st = gf_session_open(&s, &r, 0);
-    if (!st) st = gf_ckpt_load(path, s.params, NULL);
     gf_ids ids = {0};
-    if (!st) st = gf_tokenizer_encode(s.tok, prompt, strlen(prompt), &ids);
-    if (!st && ids.n == 0) st = gf_error_set(GF_E_INVALID, "--prompt: the prompt encodes to no tokens");
-    if (st) { gf_ids_free(&ids); gf_session_close(&s); return gf_cli_fail(st); }
-
-    gf_lm *lm = gf_session_lm(&s);
-    int64_t Lmax = lm->cfg.max_len, V = lm->cfg.vocab, start = ids.n;
-    gf_rng rng;
-    gf_rng_seed(&rng, seed);
-    gf_ctx_set_grad(&s.ctx, 0);
-    s.ctx.training = 0;
-    float *p = malloc((size_t)V * sizeof(float));
-    int32_t *order = malloc((size_t)V * sizeof(int32_t));
-    int32_t *win = malloc((size_t)(Lmax + 1) * sizeof(int32_t));
-    for (long k = 0; k < n_tokens; k++) {
-        int64_t L = ids.n < Lmax ? ids.n : Lmax;
-        memcpy(win, ids.data + ids.n - L, (size_t)L * sizeof(int32_t));
-        win[L] = -1; /* no target */
-        gf_lm_out out = {.want_logits = 1};
-        gf_lm_forward(lm, &s.ctx, win, 1, L, &out);
-        int32_t next = pick_token(out.logits->data + (L - 1) * V, V, temp, top_k, order, p, &rng);
-        gf_ids_push(&ids, next);
-        gf_ctx_reset(&s.ctx);
+    gf_status st = open_lm(&o, &s, &ids);
+    text_stream ts = {.tok = s.tok, .spm = s.tok && !strncmp(gf_tokenizer_key(s.tok), "spm:", 4)};
+    int32_t *gen = st ? NULL : malloc((size_t)(o.rows * o.n_tokens) * sizeof(int32_t)); // (rows, n_tokens)
+    if (!st && !gen) st = gf_error_set(GF_E_NOMEM, "sample: cannot hold %lld x %lld tokens", o.rows, o.n_tokens);
+    if (!st && o.rows == 1) { /* the prompt as the model reads it, then the stream */
+        char *text = NULL;
+        for (int64_t i = 0; !st && i < ids.n; i++) st = gf_ids_push(&ts.seg, ids.data[i]);
+        if (!st) st = gf_tokenizer_decode(s.tok, ids.data, ids.n, &text);
+        if (!st) { fputs(text, stdout); ts.shown = strlen(text); fflush(stdout); }
+        free(text);
     }
-    char *text = NULL;
-    st = gf_tokenizer_decode(s.tok, ids.data, ids.n, &text);
-    if (!st) {
-        char *pre = NULL;
-        gf_tokenizer_decode(s.tok, ids.data, start, &pre);
-        printf("%s\n", text);
-        free(pre);
-    }
-    free(text);
-    free(p);
-    free(order);
-    free(win);
+    if (!st) st = o.recompute ? run_recompute(&s, &o, &ids, &ts) : run_decoder(&s, &o, &ids, gen, &ts);
+    if (!st && o.rows == 1) putchar('\n');
+    for (int64_t r = 0; !st && o.rows > 1 && r < o.rows; r++) st = print_row(s.tok, &ids, gen + r * o.n_tokens, o.n_tokens, r, o.rows);
+    free(gen);
+    gf_ids_free(&ts.seg);
     gf_ids_free(&ids);
     gf_session_close(&s);
     return st ? gf_cli_fail(st) : GF_EXIT_OK;
