@@ -47,6 +47,9 @@ static inline const float *gf_lm_decoder_logits(const gf_lm_decoder *d) { return
 int64_t gf_lm_decoder_state_bytes(const gf_lm_decoder *d);
 void gf_lm_decoder_free(gf_lm_decoder *d);
 
+/* logits (rows, V) = h (rows, D) Eᵀ, the tied head (gemv for one row). */
+void gf_lm_tied_head(const gf_lm *m, const float *h, int64_t rows, float *logits);
+
 /* The next token from logits lg (V): the first largest at temperature 0; else drawn from the
  * softmax at `temperature` over the top_k most likely ids (0 = all), found by selection, not a
  * sort. scratch: gf_sample_scratch_bytes(V) bytes. Ties in the top-k order break by the lower id. */

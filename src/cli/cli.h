@@ -25,6 +25,11 @@ int gf_cmd_probe(int argc, char **argv);
 int gf_arg_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
 int gf_arg_real(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
 
+/* `gflow bench --generate` (bench_generate.c): decoder speed against the context length for the
+ * recipe's family and the other one at the same shape, `rows` streams decoded together; the
+ * recompute path is timed up to context recompute_max. */
+gf_status gf_bench_generate(const gf_recipe *r, int64_t rows, int64_t recompute_max);
+
 /* print "gflow: <message>" for a failed status and return GF_EXIT_ERROR */
 static inline int gf_cli_fail(gf_status s) {
     fprintf(stderr, "gflow: error (%s): %s\n", gf_status_name(s), gf_last_error());

@@ -29,6 +29,8 @@ typedef struct bench_opts {
     const char *sets[BENCH_MAX_SETS];
     int64_t n_sets, steps, warmup, L, B;
     int threads, profile, peak_n;
+    int generate;                 /* --generate: decoder speed (bench_generate.c) instead of training steps */
+    long long rows, recompute_max;
 } bench_opts;
 
 /* what the timed steps measured (seconds summed over them) */
@@ -44,7 +46,12 @@ static void help(void) {
            "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
            "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
            "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
-           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n");
+           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n\n"
+           "usage: gflow bench RECIPE --generate [--n N] [--recompute-max C] [--threads T] [--set ...]\n"
+           "  Generation: prefill tokens/s, decode ms per step and tokens/s, and decoder state memory\n"
+           "  at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the other\n"
+           "  one at the same shape (random weights); N streams decoded as one batch (default 1);\n"
+           "  today's recompute path (`gflow sample --recompute`) timed up to context C (default 512).\n");
 }
 
 /* best-of-reps GFLOPS of C (n, n) = A (n, n) · Bᵀ, row-major, like the model's linear layers */
@@ -85,7 +92,8 @@ static long peak_rss_kib(void) {
 
 /* Parse the command line; returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.steps = 5, .warmup = 2, .threads = -1, .profile = 1, .peak_n = 2048};
+    *o = (bench_opts){.steps = 5, .warmup = 2, .threads = -1, .profile = 1, .peak_n = 2048, .rows = 1,
+                      .recompute_max = 512};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -97,6 +105,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--batch") && has) o->B = atoll(argv[++i]);
         else if (!strcmp(a, "--peak-n") && has) o->peak_n = atoi(argv[++i]);
         else if (!strcmp(a, "--no-profile")) o->profile = 0;
+        else if (!strcmp(a, "--generate")) o->generate = 1;
+        else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("bench", a, argv[++i], 1, 4096, &o->rows)) return GF_EXIT_USAGE; }
+        else if (!strcmp(a, "--recompute-max") && has) { if (!gf_arg_int("bench", a, argv[++i], 0, 1 << 20, &o->recompute_max)) return GF_EXIT_USAGE; }
         else if (!strcmp(a, "--set") && has) {
             if (o->n_sets == BENCH_MAX_SETS) { fprintf(stderr, "gflow bench: too many --set\n"); return GF_EXIT_USAGE; }
             o->sets[o->n_sets++] = argv[++i];
@@ -241,6 +252,12 @@ int gf_cmd_bench(int argc, char **argv) {
     }
     B /= world; /* the global batch stays the recipe's; this rank runs B / N rows of it */
     apply_seq_len(r, o.L);
+    if (o.generate) {
+        status = world > 1 ? gf_error_set(GF_E_INVALID, "bench --generate runs in one process") : gf_bench_generate(r, o.rows, o.recompute_max);
+        free(r);
+        gf_dist_finalize();
+        return status ? gf_cli_fail(status) : GF_EXIT_OK;
+    }
     double peak = o.peak_n > 0 ? sgemm_peak(o.peak_n) : 0.0;
     if (world > 1) { double p = peak; gf_dist_sum_f64(&p, 1); peak = p; } /* the job's peak: every rank's */
     gf_session s;

@@ -4,8 +4,11 @@
 #include "gflow/ops.h"
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define GF_DECODE_SERIAL_ROWS 64 /* up to this many new positions, the ops run on one thread */
 
 /* floats of one row's cache of layer l */
 static int64_t cache_row_floats(const gf_model_cfg *c, int64_t l, int64_t *cap) {
@@ -88,6 +91,10 @@ static gf_status consume(gf_lm_decoder *d, const int32_t *ids, int64_t rows, int
             for (int64_t k = 0; k < D; k++) o[k] = e[k] + p[k];
             d->window[b * c->max_len + d->pos + i] = ids[b * n + i];
         }
+    /* a decode step of a few rows is ~100 tiny ops: a fork/join per op costs more than it saves
+     * (and spinning workers starve on a loaded machine); the BLAS keeps its own threads */
+    const int T = omp_get_max_threads();
+    if (rows * n <= GF_DECODE_SERIAL_ROWS) omp_set_num_threads(1);
     const gf_block_cfg bc = gf_lm_block_cfg(c);
     for (int64_t l = 0; l < c->n_layers; l++) {
         d->cache[l].pos = d->pos;
@@ -99,11 +106,19 @@ static gf_status consume(gf_lm_decoder *d, const int32_t *ids, int64_t rows, int
     for (int64_t b = 0; b < rows; b++)
         memcpy(last->data + b * D, h->data + (b * n + n - 1) * D, (size_t)D * sizeof(float));
     last = gf_layernorm(ctx, last, m->ln_f_w, m->ln_f_b, c->ln_eps);
-    /* tied head on the last position only: logits (rows, V) = last Eᵀ */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)V, (int)D, 1.0f, last->data, (int)D,
-                m->tok_emb->data, (int)D, 0.0f, d->logits, (int)V);
+    omp_set_num_threads(T);
+    gf_lm_tied_head(m, last->data, rows, d->logits); /* the last position only */
     d->pos += n;
     return GF_OK;
+}
+
+void gf_lm_tied_head(const gf_lm *m, const float *h, int64_t rows, float *logits) {
+    const int V = (int)m->cfg.vocab, D = (int)m->cfg.d_model;
+    if (rows == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, V, D, 1.0f, m->tok_emb->data, D, h, 1, 0.0f, logits, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, V, D, 1.0f, h, D, m->tok_emb->data, D, 0.0f,
+                    logits, V);
 }
 
 gf_status gf_lm_decoder_prefill(gf_lm_decoder *d, const int32_t *ids, int64_t n_rows, int64_t n) {

@@ -41,8 +41,11 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
         for (int64_t r = 0; r < N; r++) memcpy(y->data + r * OUT, b->data, (size_t)OUT * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
-                beta, y->data, OUT);
+    if (N == 1) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data, IN, x->data, 1, beta, y->data, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
+                    beta, y->data, OUT);
     gf_tensor *in[3] = {x, w, b};
     gf_tape_record(ctx, &gf_op_linear, y, 3, in);
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
