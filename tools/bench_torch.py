@@ -9,15 +9,34 @@ Reads the recipe INI itself (following `[run] base = ...`), builds the model wit
 tools/torch_ref.py's build_model, trains on random tokens and prints the same `key: value`
 fields as `gflow bench` (the by-op-family split is gflow-only). MFU is against a 2048^3
 torch.matmul timed first in the same process.
+
+  /usr/bin/python3 tools/bench_torch.py RECIPE --generate [--n N] [--recompute-max C]
+                                        [--threads T] [--set section.key=value]...
+
+The side of `gflow bench RECIPE --generate`: generation speed at contexts 16, 32, ... and the
+model's max_len, for the recipe's family and then the other one at the same shape (random
+weights, eval mode, no_grad), decoded the way people decode them today:
+  Transformer  impl=torch-kvcache: HF-style past keys/values per layer, concatenated each step
+               (kv_forward below, the TransformerLM's own modules); state_mb = the KV cache.
+  Grassmann    impl=torch-recompute: every step a full forward over the context (truncated to
+               max_len), the last position's logits; state_mb = the token window.
+Prefill: one forward over ctx tokens (one row, shared by the N rows). Decode: prefill ctx - S
+untimed, then S = min(32, ctx/2) timed steps of N rows ending at ctx; decode_tok_s = N / step.
+recompute_ms_per_token: one full forward with all (ctx, V) logits, up to ctx C (default 512).
+Every figure is a mean over >= 0.3 s and >= 2 reps; threads default to [run] threads or 2.
+Before timing, the KV-cache logits are checked against the full forward's (max rel err 1e-4).
 """
 import argparse
 import configparser
+import dataclasses
+import math
 import os
 import resource
 import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ref import ModelConfig, build_model, n_params  # noqa: E402
@@ -86,6 +105,180 @@ def matmul_peak(n=2048):
             best = min(best, dt)
     return 2.0 * n ** 3 / best * 1e-9
 
+# ----------------------------------------------------------------------------------------------
+# --generate
+
+
+def kv_forward(model, idx, past=None):
+    """TransformerLM forward over new tokens idx (B, n) that follow the cached positions.
+    past: per layer (k, v), each (B, H, P, hd), as HF's past_key_values; returns the logits
+    (B, n, V) and the cache extended by n positions. Runs the model's own modules in the order
+    of TransformerBlock.forward and CausalSelfAttention.forward (eval mode: no dropout)."""
+    B, n = idx.shape
+    P = past[0][0].size(2) if past else 0
+    h = model.tok_emb(idx) + model.pos_emb(torch.arange(P, P + n))[None]
+    cache = []
+
+    def attend(a, x, kv):
+        d = x.size(-1)
+        H = a.heads
+        hd = d // H
+        q, k, v = (t.view(B, n, H, hd).transpose(1, 2) for t in a.qkv(x).split(d, dim=-1))
+        if kv is not None:
+            k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
+        cache.append((k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, H, n, P + n)
+        if n > 1:  # new position i sees cached and new positions <= P + i
+            att = att.masked_fill(~torch.ones(n, P + n, dtype=torch.bool).tril(P), float("-inf"))
+        return a.proj((F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, n, d))
+
+    for i, blk in enumerate(model.blocks):
+        kv = past[i] if past else None
+        if blk.pre_ln:
+            h = h + attend(blk.attn, blk.ln_attn(h), kv)
+            h = h + blk.ffn(blk.ln_ffn(h))
+        else:
+            h = blk.ln_attn(h + attend(blk.attn, h, kv))
+            h = blk.ln_ffn(h + blk.ffn(h))
+    return model.ln_f(h) @ model.tok_emb.weight.t(), cache
+
+
+class KVCacheDecoder:
+    """Transformer decoding with a KV cache. prefill(ids (1, c)) is shared by the rows."""
+    impl = "torch-kvcache"
+
+    def __init__(self, model, rows):
+        self.model, self.rows, self.past = model, rows, None
+
+    def prefill(self, ids):
+        logits, past = kv_forward(self.model, ids)
+        self.past = [(k.expand(self.rows, -1, -1, -1), v.expand(self.rows, -1, -1, -1)) for k, v in past]
+        return logits[:, -1]
+
+    def step(self, tok):
+        logits, self.past = kv_forward(self.model, tok[:, None], self.past)
+        return logits[:, -1]
+
+    def state_bytes(self):
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.past)
+
+
+class RecomputeDecoder:
+    """Decoding without a cache: each step a full forward over the window (last max_len tokens)."""
+    impl = "torch-recompute"
+
+    def __init__(self, model, rows):
+        self.model, self.rows, self.window = model, rows, None
+
+    def prefill(self, ids):
+        self.window = ids.expand(self.rows, -1)
+        return self.model(ids)[:, -1]
+
+    def step(self, tok):
+        self.window = torch.cat([self.window, tok[:, None]], dim=1)[:, -self.model.cfg.Lmax:]
+        return self.model(self.window)[:, -1]
+
+    def state_bytes(self):
+        return self.window.numel() * self.window.element_size()
+
+
+def mean_time(f, min_s=0.3):
+    """Mean seconds per call of f over at least min_s and at least 2 calls."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        f()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_s and n >= 2:
+            return dt / n
+
+
+def check_kv_cache(cfg, n=20, tol=1e-4):
+    """KV-cache logits (prefill half, then one token per step, 2 rows) == the full forward's."""
+    model = build_model(dataclasses.replace(cfg, family="transformer")).eval()
+    ids = torch.randint(0, cfg.V, (2, min(n, cfg.Lmax)))
+    full = model(ids)
+    n0 = ids.size(1) // 2
+    got, past = kv_forward(model, ids[:, :n0])
+    steps = [got]
+    for t in range(n0, ids.size(1)):
+        lg, past = kv_forward(model, ids[:, t:t + 1], past)
+        steps.append(lg)
+    err = (torch.cat(steps, dim=1) - full).abs().max().item() / full.abs().max().item()
+    print(f"check: kv-cache logits {'match' if err <= tol else 'DIFFER FROM'} full forward (max rel err {err:.1e})")
+    if err > tol:
+        raise SystemExit(1)
+
+
+def measure_ctx(dec, c, V):
+    """One context: prefill c tokens; decode the S = min(32, c/2) positions ending at c."""
+    S = min(32, c // 2)
+    ids = torch.randint(0, V, (1, c))
+    t_prefill = mean_time(lambda: dec.prefill(ids))
+    tok = torch.randint(0, V, (dec.rows,))
+    total, reps = 0.0, 0
+    while total < 0.3 or reps < 2:  # each rep: prefill c - S untimed, then S timed steps
+        dec.prefill(ids[:, :c - S])
+        t0 = time.perf_counter()
+        for _ in range(S):
+            dec.step(tok)
+        total += time.perf_counter() - t0
+        reps += 1
+    t_dec = total / (reps * S)
+    return dict(ctx=c, prefill=c / t_prefill, dec_ms=1e3 * t_dec, dec_tok=dec.rows / t_dec,
+                state_mb=dec.state_bytes() / 1048576.0, recompute=None)
+
+
+def bench_family(cfg, rows, recompute_max):
+    model = build_model(cfg).eval()
+    dec = (KVCacheDecoder if cfg.family == "transformer" else RecomputeDecoder)(model, rows)
+    ctxs, c = [], min(16, cfg.Lmax)
+    while True:  # 16, 32, 64, ... and max_len itself
+        ctxs.append(c)
+        if c == cfg.Lmax:
+            break
+        c = min(2 * c, cfg.Lmax)
+    g = []
+    for c in ctxs:
+        row = measure_ctx(dec, c, cfg.V)
+        if c <= recompute_max:
+            ids = torch.randint(0, cfg.V, (1, c))
+            row["recompute"] = 1e3 * mean_time(lambda: model(ids))
+        g.append(row)
+    h = torch.rand(rows, cfg.d) - 0.5  # outside the blocks: the tied head and the token choice
+    head_ms = 1e3 * mean_time(lambda: h @ model.tok_emb.weight.t(), 0.2)
+    lg = h @ model.tok_emb.weight.t()
+    pick_ms = 1e3 * mean_time(lambda: torch.multinomial(F.softmax(torch.topk(lg, 40).values, -1), 1), 0.2)
+
+    print(f"generate: family={cfg.family} block={cfg.block} layers={cfg.n_layers} d={cfg.d} V={cfg.V} "
+          f"max_len={cfg.Lmax} rows={rows} threads={torch.get_num_threads()} impl={dec.impl}")
+    print("ctx\tprefill_tok_s\tdecode_ms_per_step\tdecode_tok_s\tstate_mb\trecompute_ms_per_token")
+    for r in g:
+        rc = "-" if r["recompute"] is None else f"{r['recompute']:.2f}"
+        print(f"{r['ctx']}\t{r['prefill']:.0f}\t{r['dec_ms']:.3f}\t{r['dec_tok']:.1f}\t{r['state_mb']:.3f}\t{rc}")
+    ref = next((r["dec_ms"] for r in g if r["ctx"] == 128), g[0]["dec_ms"])
+    print(f"head_ms_per_step: {head_ms:.3f} ({100.0 * head_ms / ref:.0f}% of a decode step at ctx 128)")
+    print(f"pick_ms_per_step: {pick_ms:.3f} (top-k 40 by torch.topk, {rows} rows)")
+    print(f"decode_ms_ratio_last_over_first: {g[-1]['dec_ms'] / g[0]['dec_ms']:.3f} "
+          f"(ctx {g[-1]['ctx']} / ctx {g[0]['ctx']})")
+
+
+def generate(a, kv):
+    """`--generate`: both families at the recipe's shape, the recipe's family first."""
+    torch.set_num_threads(a.threads or int(kv.get("run.threads", 0) or 0) or 2)
+    torch.manual_seed(int(kv.get("run.seed", 1) or 1))
+    snli = kv.get("data.dataset") == "snli"
+    max_len = int(kv.get("model.max_len", 0) or 0) or int(kv.get(
+        "data.max_sentence_len" if snli else "data.seq_len", 48 if snli else 128))
+    cfg = model_cfg(kv, max(max_len, a.seq_len))  # as gflow's, --seq-len raises max_len
+    cfg.dropout = 0.0
+    with torch.no_grad():
+        check_kv_cache(cfg)
+        bench_family(cfg, a.n, a.recompute_max)
+        cfg.family = "transformer" if cfg.family == "grassmann" else "grassmann"
+        print()
+        bench_family(cfg, a.n, a.recompute_max)
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -97,8 +290,14 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--peak-n", type=int, default=2048)
+    ap.add_argument("--generate", action="store_true", help="generation speed (see above)")
+    ap.add_argument("--n", type=int, default=1, help="--generate: rows decoded as one batch")
+    ap.add_argument("--recompute-max", type=int, default=512,
+                    help="--generate: largest ctx of the recompute_ms_per_token column")
     a = ap.parse_args(argv)
     kv = load_recipe(a.recipe, a.set)
+    if a.generate:
+        return generate(a, kv)
     L = a.seq_len or int(kv.get("data.seq_len", 128))
     B = a.batch or int(kv.get("train.batch_size", 32))
     T = a.threads or int(kv.get("run.threads", 0) or 0) or os.cpu_count()
