@@ -256,8 +256,8 @@ def bench_family(cfg, rows, recompute_max):
     for r in g:
         rc = "-" if r["recompute"] is None else f"{r['recompute']:.2f}"
         print(f"{r['ctx']}\t{r['prefill']:.0f}\t{r['dec_ms']:.3f}\t{r['dec_tok']:.1f}\t{r['state_mb']:.3f}\t{rc}")
-    ref = next((r["dec_ms"] for r in g if r["ctx"] == 128), g[0]["dec_ms"])
-    print(f"head_ms_per_step: {head_ms:.3f} ({100.0 * head_ms / ref:.0f}% of a decode step at ctx 128)")
+    at = next((r for r in g if r["ctx"] == 128), g[0])  # the decode step at ctx 128, or the first
+    print(f"head_ms_per_step: {head_ms:.3f} ({100.0 * head_ms / at['dec_ms']:.0f}% of a decode step at ctx {at['ctx']})")
     print(f"pick_ms_per_step: {pick_ms:.3f} (top-k 40 by torch.topk, {rows} rows)")
     print(f"decode_ms_ratio_last_over_first: {g[-1]['dec_ms'] / g[0]['dec_ms']:.3f} "
           f"(ctx {g[-1]['ctx']} / ctx {g[0]['ctx']})")
