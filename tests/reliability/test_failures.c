@@ -153,7 +153,7 @@ GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {
     const char *r[] = {"train", "--resume", d, "--quiet", NULL};
     rel_gflow(&res, (int64_t)n / 2, r);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, ".ckpt") && res.err_lines == 1,
-             "save under RLIMIT_FSIZE: exit %d: %s", res.exit_code, res.err);
+             "save under RLIMIT_FSIZE: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
     GF_CHECK(rel_files_equal(ck, copy), "last.ckpt changed by a failed save");
     GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left behind");
     /* and the run still completes, identical to an uninterrupted one */
