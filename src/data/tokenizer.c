@@ -148,6 +148,7 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
     struct stat sb;
     if (stat(model, &sb) != 0) {
         /* train under a private name, then rename: concurrent runs never see half a model */
+        GF_TRY(gf_data_check_text(train_path)); /* SentencePiece would train on binary junk */
         snprintf(prefix, sizeof prefix, "%s/.spm-train-%ld", o->cache_dir, (long)getpid());
         gf_status s = gf_spm_train(train_path, prefix, o->vocab_size, type, GF_SPM_USER_SYMBOLS, NULL);
         char tmpm[4200], tmpv[4200];

@@ -1,5 +1,5 @@
 /* test_bad_data.c — bad data gives clear errors, never a crash: odd/truncated/binary SNLI rows
- * (library), empty or binary WikiText files and checksum mismatches (through `gflow train`),
+ * (library), empty, binary or non-UTF-8 WikiText files and checksum mismatches (through `gflow train`),
  * token caches that are corrupt, oversized or built by another tokenizer (library and CLI:
  * a stale cache is rebuilt and the run is unchanged). */
 #include "gf_test.h"
@@ -139,17 +139,32 @@ GF_TEST(data, rel_wikitext_bad_files_cli) {
     for (size_t i = 0; i < sizeof bin; i++) bin[i] = (unsigned char)(i * 2654435761u >> 13);
     snprintf(p, sizeof p, "%s/binary.txt", dd);
     gf_test_write_file(p, bin, sizeof bin);
+    for (size_t i = 0; i < sizeof bin; i++) bin[i] = bin[i] ? bin[i] : 0x80; /* no NUL: only UTF-8 tells */
+    snprintf(p, sizeof p, "%s/binary-nonul.txt", dd);
+    gf_test_write_file(p, bin, sizeof bin);
+    static const char latin1[] = " the man sees a dog .\n the caf\xe9 is old .\n";
+    snprintf(p, sizeof p, "%s/latin1.txt", dd);
+    gf_test_write_file(p, latin1, sizeof latin1 - 1);
+    static const char nul[] = " the man sees a dog .\n\n the dog\0 runs .\n";
+    snprintf(p, sizeof p, "%s/nul.txt", dd);
+    gf_test_write_file(p, nul, sizeof nul - 1);
     /* a file with a recorded checksum (by its base name) but other content */
     snprintf(p, sizeof p, "%s/wiki.valid.tokens", dd);
     gf_test_write_corpus(p, 50, 9);
     rel_result res;
-    struct { const char *valid, *train, *needle; } cases[] = {
-        {"empty.txt", "train.txt", "empty.txt"},
-        {"blank.txt", "train.txt", "blank.txt"},
-        {"missing.txt", "train.txt", "missing.txt"},
-        {"wiki.valid.tokens", "train.txt", "wiki.valid.tokens"},
-        {"train.txt", "empty.txt", "empty.txt"},
-        {"train.txt", "binary.txt", "binary.txt"},
+    /* binary or non-UTF-8 text is refused at its first bad line (issue 20 item 11: random bytes
+     * used to train, as junk words, to a per-word perplexity of 1e76) */
+    struct { const char *valid, *train, *needle, *needle2; } cases[] = {
+        {"empty.txt", "train.txt", "empty.txt", ""},
+        {"blank.txt", "train.txt", "blank.txt", ""},
+        {"missing.txt", "train.txt", "missing.txt", ""},
+        {"wiki.valid.tokens", "train.txt", "wiki.valid.tokens", ""},
+        {"train.txt", "empty.txt", "empty.txt", ""},
+        {"train.txt", "binary.txt", "binary.txt:1:", "NUL"},
+        {"binary.txt", "train.txt", "binary.txt:1:", "NUL"},
+        {"train.txt", "binary-nonul.txt", "binary-nonul.txt:1:", "UTF-8"},
+        {"latin1.txt", "train.txt", "latin1.txt:2:", "UTF-8"},
+        {"nul.txt", "train.txt", "nul.txt:3:", "NUL"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sv[300], st[300], stt[300], nm[64];
@@ -160,11 +175,20 @@ GF_TEST(data, rel_wikitext_bad_files_cli) {
         const char *extra[] = {"--set", set_dir, "--set", sv, "--set", st, "--set", stt, NULL};
         run_train(&res, nm, extra, 1);
         if (res.signal) gf_test_fail(__FILE__, __LINE__, "case %zu: gflow crashed (signal %d)", i, res.signal);
-        else if (!strcmp(cases[i].train, "binary.txt") && res.exit_code == 0) continue; /* junk words train fine */
-        else if (res.exit_code != 1 || !strstr(res.err, cases[i].needle) || res.err_lines != 1)
+        else if (res.exit_code != 1 || !strstr(res.err, cases[i].needle) || !strstr(res.err, cases[i].needle2) ||
+                 res.err_lines != 1)
             gf_test_fail(__FILE__, __LINE__, "case %zu (valid %s, train %s): exit %d, stderr: %s", i, cases[i].valid,
                          cases[i].train, res.exit_code, res.err);
     }
+    /* SentencePiece reads its corpus itself: checked before it trains on it */
+    char scache[1000];
+    snprintf(scache, sizeof scache, "tokenizer.cache_dir=%s/spm-cache", dd);
+    const char *spm[] = {"--set", set_dir, "--set", "tokenizer.train_file=binary-nonul.txt", "--set",
+                         "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", "--set", scache, NULL};
+    run_train(&res, "run.name=bad-spm", spm, 1);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "binary-nonul.txt:1:") &&
+                 strstr(res.err, "UTF-8"),
+             "spm on a binary corpus: exit %d: %s", res.exit_code, res.err);
     /* the checksum message names both sums */
     const char *extra[] = {"--set", set_dir, "--set", "data.valid_file=wiki.valid.tokens", NULL};
     run_train(&res, "run.name=badsum", extra, 1);
