@@ -237,3 +237,44 @@ GF_TEST(data, rel_stale_token_cache_cli) {
     snprintf(q, sizeof q, "%s/tc-trunc/metrics.tsv", runs);
     GF_CHECK(rel_files_equal(p, q), "run over a truncated cache differs from a clean one");
 }
+
+/* Issue 20 item 12: a SentencePiece model file changed in place (one byte of a piece) keys new
+ * token caches: every split is re-tokenized with the model now there, and the run equals one
+ * whose cache directory held only that model. */
+GF_TEST(data, rel_spm_model_change_retokenizes) {
+    const char *runs = rel_runs_dir();
+    char ca[900], cb[900], sa[1000], sb[1000], model[1200], cmd[4000], p[1000], q[1000];
+    snprintf(ca, sizeof ca, "%s/../spm_a", runs);
+    snprintf(cb, sizeof cb, "%s/../spm_b", runs);
+    snprintf(sa, sizeof sa, "tokenizer.cache_dir=%s", ca);
+    snprintf(sb, sizeof sb, "tokenizer.cache_dir=%s", cb);
+    rel_result res;
+    const char *ea[] = {"--set", sa, "--set", "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", NULL};
+    GF_REQUIRE(run_train(&res, "run.name=spm-first", ea, 1) == 0, "first run: %s", res.err);
+    snprintf(cmd, sizeof cmd, "ls %s/spm-*.model", ca);
+    FILE *ls = popen(cmd, "r");
+    GF_REQUIRE(ls && fgets(model, sizeof model, ls), "the trained model in %s", ca);
+    pclose(ls);
+    model[strcspn(model, "\n")] = 0;
+    /* rename the piece "▁the" to "▁thQ": the file still loads, and "the" encodes differently */
+    size_t n = 0;
+    char *m = gf_test_slurp(model, &n);
+    char *at = NULL;
+    for (size_t i = 0; m && i + 7 <= n && !at; i++)
+        if (!memcmp(m + i, "\x06\xe2\x96\x81the", 7)) at = m + i;
+    GF_REQUIRE(at, "piece '▁the' in %s", model);
+    at[6] = 'Q';
+    gf_test_write_file(model, m, n);
+    /* a cache directory holding only the changed model: the reference */
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/", cb, model, cb);
+    GF_REQUIRE(system(cmd) == 0, "%s", cmd);
+    free(m);
+    GF_REQUIRE(run_train(&res, "run.name=spm-changed", ea, 1) == 0, "run over the changed model: %s", res.err);
+    const char *eb[] = {"--set", sb, "--set", "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", NULL};
+    GF_REQUIRE(run_train(&res, "run.name=spm-clean", eb, 1) == 0, "reference run: %s", res.err);
+    snprintf(p, sizeof p, "%s/spm-changed/metrics.tsv", runs);
+    snprintf(q, sizeof q, "%s/spm-clean/metrics.tsv", runs);
+    GF_CHECK(rel_files_equal(p, q), "a run over caches of the old model differs from one over the changed model");
+    GF_CHECK(rel_count_suffix(ca, ".tok") == 6, "%d token caches in %s, want 3 per model", rel_count_suffix(ca, ".tok"),
+             ca);
+}
