@@ -7,6 +7,7 @@
 #include "rel_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct cli_case {
@@ -177,4 +178,45 @@ GF_TEST(unit, rel_numeric_options_checked) {
                  "gflow%s: exit %d (signal %d), want 2 naming %s and %s: %s", shown, res.exit_code, res.signal,
                  cases[i].opt, quoted, first);
     }
+}
+
+/* Issue 20 item 6: `gflow sample` on an NLI (SNLI) run is one line, exit 1, naming the checkpoint
+ * and why (no language model to generate with); nothing is written. */
+GF_TEST(smoke, rel_sample_refuses_nli_run) {
+    char dd[800], p[3000], sd[900];
+    snprintf(dd, sizeof dd, "%s/../snli-data", rel_runs_dir());
+    snprintf(p, sizeof p, "mkdir -p '%s' && cp '%s/train.txt' '%s/'", dd, rel_data_dir(), dd);
+    GF_REQUIRE(system(p) == 0, "%s", p);
+    /* pairs of consecutive corpus sentences (the word tokenizer knows their words), labels in turn */
+    snprintf(p, sizeof p, "%s/train.txt", dd);
+    char *corpus = gf_test_slurp(p, NULL), *lines[41], *save = NULL;
+    GF_REQUIRE(corpus, "%s", p);
+    int n = 0;
+    for (char *l = strtok_r(corpus, "\n", &save); l && n < 41; l = strtok_r(NULL, "\n", &save)) lines[n++] = l;
+    static const char *const labels[3] = {"entailment", "neutral", "contradiction"};
+    const char *splits[3] = {"snli_train.txt", "snli_dev.txt", "snli_test.txt"};
+    for (int s = 0; s < 3; s++) {
+        snprintf(p, sizeof p, "%s/%s", dd, splits[s]);
+        FILE *f = fopen(p, "w");
+        GF_REQUIRE(f, "%s", p);
+        fprintf(f, "gold_label\tsentence1\tsentence2\tpairID\n");
+        for (int k = 1; k < n; k++) fprintf(f, "%s\t%s\t%s\tp%d\n", labels[k % 3], lines[k - 1], lines[k], k);
+        fclose(f);
+    }
+    free(corpus);
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=nli-sample", "--set", sd,
+                       "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
+                       "data.valid_file=snli_dev.txt", "--set", "data.test_file=snli_test.txt", "--set",
+                       "data.max_sentence_len=12", "--set", "model.mix_heads=1", "--set", "train.max_steps=2", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "NLI run: %s", res.err);
+    char d[900], ck[1000];
+    snprintf(d, sizeof d, "%s/nli-sample", rel_runs_dir());
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    const char *sm[] = {"sample", d, "--prompt", "the man", "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, sm);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "not a language model"),
+             "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }
