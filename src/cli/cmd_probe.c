@@ -141,6 +141,8 @@ int gf_cmd_probe(int argc, char **argv) {
         struct stat st;
         if (stat(dirs[r], &st) != 0 || !S_ISDIR(st.st_mode)) { fprintf(stderr, "gflow: error (not found): %s: no such run directory\n", dirs[r]); return GF_EXIT_ERROR; }
     }
+    gf_status cs = gf_probe_check_outputs(kind, dirs, nd, out, o.pairs_file);
+    if (cs) return gf_cli_fail(cs);
     for (int r = 0; r < nd; r++) {
         gf_status st = replot ? gf_probe_replot(kind, dirs[r]) : fn(dirs[r], &o);
         if (st) return gf_cli_fail(st);
