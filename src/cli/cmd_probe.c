@@ -56,7 +56,7 @@ static int bad(const char *opt, const char *v, const char *what) {
     return GF_EXIT_USAGE;
 }
 
-/* The numeric options: bounds and field (all int64_t but --seed, uint64_t, and --rel-step). */
+/* The int64_t numeric options, their bounds and fields (--seed and --rel-step are parsed apart). */
 static const struct { const char *name; long long lo, hi; size_t off; } k_ints[] = {
     {"--windows", 1, 1000000000, offsetof(gf_probe_opts, windows)},
     {"--null-samples", 0, 1000000000, offsetof(gf_probe_opts, null_samples)},
