@@ -10,6 +10,7 @@ typedef struct gf_ini_lines {
     FILE *f;          /* file source, or */
     const char *text; /* text source (advanced as read) */
     int lineno;       /* of the line last returned (1-based) */
+    int nul;          /* that line held a NUL byte (it is cut there: the reader must refuse it) */
     char *buf;
     size_t cap;
 } gf_ini_lines;

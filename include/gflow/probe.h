@@ -112,6 +112,13 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o);
 gf_status gf_probe_overlay(const char *kind, const char *run_a, const char *run_b, const char *out_dir,
                            const gf_probe_opts *o);
 
+/* Before a probe of `kind` writes into the n dirs (run directories, and the overlay's out_dir
+ * when not NULL): every existing probe-<kind>* entry there is checked with gf_output_check
+ * against the pairs file (may be NULL) and the run files, so a symlink to last.ckpt or a
+ * --pairs file named like an output is refused before any work (gnuplot follows symlinks). */
+gf_status gf_probe_check_outputs(const char *kind, const char *const *dirs, int n, const char *out_dir,
+                                 const char *pairs_file);
+
 /* Redraw a run's plots of `kind` from its existing tables (no model, no data). */
 gf_status gf_probe_replot(const char *kind, const char *run_dir);
 

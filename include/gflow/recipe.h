@@ -37,6 +37,9 @@
 
 #define GF_RECIPE_STR 256     /* bytes per string value, NUL included */
 #define GF_RECIPE_LIST_MAX 64 /* entries per int list */
+/* Longest seq_len, max_len, max_sentence_len (2^16): a longer window is a typo, and would only
+ * fail later as an allocation without naming the key. */
+#define GF_RECIPE_MAX_LEN 65536
 
 typedef struct gf_int_list {
     int64_t n;

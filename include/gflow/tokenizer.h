@@ -66,9 +66,10 @@ int32_t gf_tokenizer_eol_id(const gf_tokenizer *tok);
 /* Piece text of an id ("▁the", "<eos>", ...); NULL when out of range.
  * The pointer stays valid until gf_tokenizer_free. */
 const char *gf_tokenizer_id_to_piece(const gf_tokenizer *tok, int32_t id);
-/* Stable identity of the tokenizer, e.g. "spm:bpe:30522:9e9fa1ad55b1c2c9" or
- * "word:33278:9e9fa1ad55b1c2c9" (kind, options, first 16 hex digits of the
- * corpus sha256). At most 63 chars; stored in token-cache headers. */
+/* Stable identity of the tokenizer, e.g. "spm:bpe:30522:9e9fa1ad55b1c2c9:04c1d7e2a8b3f610" or
+ * "word:33278:9e9fa1ad55b1c2c9" (kind, options, first 16 hex digits of the corpus sha256 and,
+ * for spm, of the .model file's: a model file changed in place is another tokenizer). At most
+ * 63 chars; stored in token-cache headers and names their files. */
 const char *gf_tokenizer_key(const gf_tokenizer *tok);
 
 /* Encode one line (no newline; `len` bytes of `text`), appending ids to `out`. */

@@ -2,6 +2,7 @@
  * finished runs and resuming interrupted ones, then write the study's summary and curves. */
 #include "cli.h"
 #include "gflow/ablate.h"
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,13 +91,9 @@ int gf_cmd_ablate(int argc, char **argv) {
         else if (!strcmp(a, "--report")) report_only = 1;
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "--stop-after") && i + 1 < argc) {
-            char *end;
-            o.stop_after = strtoll(argv[++i], &end, 10);
-            if (*end || o.stop_after <= 0) {
-                fprintf(stderr, "gflow ablate: --stop-after needs a positive integer, got '%s'\n", argv[i]);
-                free(only);
-                return GF_EXIT_USAGE;
-            }
+            long long v = 0;
+            if (!gf_arg_int("ablate", a, argv[++i], 1, LLONG_MAX, &v)) { free(only); return GF_EXIT_USAGE; }
+            o.stop_after = v;
         }
         else if (a[0] == '-') { fprintf(stderr, "gflow ablate: unknown option '%s' (or missing value)\n", a); free(only); return GF_EXIT_USAGE; }
         else if (!file) file = a;

@@ -97,13 +97,17 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        long long v = 0;
+        /* numeric options: parsed whole and range-checked (gf_arg_int), a usage error otherwise */
+#define NUM(lo, hi, dst) { if (!gf_arg_int("bench", a, argv[++i], lo, hi, &v)) return GF_EXIT_USAGE; dst = v; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--steps") && has) o->steps = atoll(argv[++i]);
-        else if (!strcmp(a, "--warmup") && has) o->warmup = atoll(argv[++i]);
-        else if (!strcmp(a, "--threads") && has) o->threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--seq-len") && has) o->L = atoll(argv[++i]);
-        else if (!strcmp(a, "--batch") && has) o->B = atoll(argv[++i]);
-        else if (!strcmp(a, "--peak-n") && has) o->peak_n = atoi(argv[++i]);
+        else if (!strcmp(a, "--steps") && has) NUM(1, 1000000000, o->steps)
+        else if (!strcmp(a, "--warmup") && has) NUM(0, 1000000000, o->warmup)
+        else if (!strcmp(a, "--threads") && has) NUM(0, 1024, o->threads)
+        else if (!strcmp(a, "--seq-len") && has) NUM(1, GF_RECIPE_MAX_LEN, o->L)
+        else if (!strcmp(a, "--batch") && has) NUM(1, 1 << 20, o->B)
+        else if (!strcmp(a, "--peak-n") && has) NUM(0, 16384, o->peak_n)
+#undef NUM
         else if (!strcmp(a, "--no-profile")) o->profile = 0;
         else if (!strcmp(a, "--generate")) o->generate = 1;
         else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("bench", a, argv[++i], 1, 4096, &o->rows)) return GF_EXIT_USAGE; }
@@ -115,8 +119,6 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else { fprintf(stderr, "gflow bench: unknown or incomplete option '%s'\n", a); help(); return GF_EXIT_USAGE; }
     }
     if (!o->path) { fprintf(stderr, "gflow bench: a recipe file is required\n"); help(); return GF_EXIT_USAGE; }
-    if (o->steps < 1 || o->warmup < 0) { fprintf(stderr, "gflow bench: --steps must be >= 1, --warmup >= 0\n"); return GF_EXIT_USAGE; }
-    if (o->peak_n < 0) { fprintf(stderr, "gflow bench: --peak-n must be >= 0\n"); return GF_EXIT_USAGE; }
     return -1;
 }
 

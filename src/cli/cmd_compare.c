@@ -1,5 +1,6 @@
 /* cmd_compare.c — `gflow compare RUN_DIR...`: one table of runs and a plot of validation curves. */
 #include "cli.h"
+#include "gflow/fs.h"
 #include "gflow/rundir.h"
 #include <math.h>
 #include <stdlib.h>
@@ -24,6 +25,22 @@ static void best_row(const gf_metrics_row *r, void *user) {
     if (p < b->ppl) { b->ppl = p; b->epoch = (long)r->epoch + 1; }
 }
 
+/* The plot must not land on an input (a run's metrics.tsv, summary.tsv) or on any run's own
+ * file, however spelled (gf_output_check): gnuplot writes through symlinks. */
+static gf_status check_plot(const char *plot, const char **dirs, int nd) {
+    char (*in)[1100] = calloc((size_t)nd * 2, sizeof *in);
+    const char **ptr = calloc((size_t)nd * 2, sizeof *ptr);
+    gf_status st = in && ptr ? GF_OK : gf_error_set(GF_E_NOMEM, "compare: out of memory");
+    for (int i = 0; !st && i < 2 * nd; i++) {
+        snprintf(in[i], sizeof in[i], "%s/%s", dirs[i / 2], i % 2 ? "summary.tsv" : "metrics.tsv");
+        ptr[i] = in[i];
+    }
+    if (!st) st = gf_output_check(plot, ptr, 2 * nd);
+    free(in);
+    free(ptr);
+    return st;
+}
+
 int gf_cmd_compare(int argc, char **argv) {
     const char *plot = "compare.png";
     const char **dirs = calloc((size_t)argc, sizeof *dirs);
@@ -35,6 +52,8 @@ int gf_cmd_compare(int argc, char **argv) {
         else dirs[nd++] = argv[i];
     }
     if (nd == 0) { help(); free(dirs); return GF_EXIT_USAGE; }
+    gf_status cs = strcmp(plot, "none") ? check_plot(plot, dirs, nd) : GF_OK;
+    if (cs) { free(dirs); return gf_cli_fail(cs); }
     printf("| run | family | params | best val PPL or acc (epoch) | test PPL or acc | test PPL/word | tok/s | gap vs first |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     double first = NAN;

@@ -1,6 +1,8 @@
 /* cmd_probe.c — `gflow probe KIND RUN_DIR [RUN_DIR_B] [options]`: geometry probes (gflow/probe.h). */
 #include "cli.h"
 #include "gflow/probe.h"
+#include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,6 +56,35 @@ static int bad(const char *opt, const char *v, const char *what) {
     return GF_EXIT_USAGE;
 }
 
+/* The int64_t numeric options, their bounds and fields (--seed and --rel-step are parsed apart). */
+static const struct { const char *name; long long lo, hi; size_t off; } k_ints[] = {
+    {"--windows", 1, 1000000000, offsetof(gf_probe_opts, windows)},
+    {"--null-samples", 0, 1000000000, offsetof(gf_probe_opts, null_samples)},
+    {"--points", 1, 1000000000, offsetof(gf_probe_opts, points)},
+    {"--lanczos-steps", 1, 1024, offsetof(gf_probe_opts, lanczos_steps)},
+    {"--top-k", 1, 64, offsetof(gf_probe_opts, top_k)},
+    {"--hutchinson", 0, 1000000, offsetof(gf_probe_opts, hutchinson)},
+};
+
+/* Option a with value v when a is numeric: 1 parsed (gf_arg_int / gf_arg_real), 0 a usage error
+ * (printed), -1 not a numeric option. */
+static int numeric_opt(const char *a, const char *v, gf_probe_opts *o) {
+    long long x = 0;
+    if (!strcmp(a, "--seed")) {
+        if (!gf_arg_int("probe", a, v, 0, LLONG_MAX, &x)) return 0;
+        o->seed = (uint64_t)x;
+        return 1;
+    }
+    if (!strcmp(a, "--rel-step")) return gf_arg_real("probe", a, v, 1e-12, 0.5, &o->rel_step);
+    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
+        if (strcmp(a, k_ints[k].name)) continue;
+        if (!gf_arg_int("probe", a, v, k_ints[k].lo, k_ints[k].hi, &x)) return 0;
+        *(int64_t *)((char *)o + k_ints[k].off) = x;
+        return 1;
+    }
+    return -1;
+}
+
 int gf_cmd_probe(int argc, char **argv) {
     gf_probe_opts o;
     gf_probe_opts_default(&o);
@@ -62,8 +93,7 @@ int gf_cmd_probe(int argc, char **argv) {
     int nd = 0, replot = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        char *end = NULL;
-        int has = i + 1 < argc;
+        int has = i + 1 < argc, num;
         if (!strcmp(a, "--pairs") || !strcmp(a, "--null-samples")) only_for[0] = a;
         else if (!strcmp(a, "--points")) only_for[1] = a;
         else if (!strcmp(a, "--lanczos-steps") || !strcmp(a, "--top-k") || !strcmp(a, "--hutchinson") ||
@@ -79,20 +109,7 @@ int gf_cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--pairs") && has) o.pairs_file = argv[++i];
         else if (!strcmp(a, "--blocks") && has) o.blocks = argv[++i];
         else if (!strcmp(a, "--out") && has) out = argv[++i];
-        else if (!strcmp(a, "--seed") && has) { o.seed = strtoull(argv[++i], &end, 10); if (!*argv[i] || *end) return bad(a, argv[i], "a non-negative integer"); }
-        else if (!strcmp(a, "--rel-step") && has) { o.rel_step = strtod(argv[++i], &end); if (*end || !(o.rel_step > 0 && o.rel_step < 1)) return bad(a, argv[i], "a number in (0, 1)"); }
-        else if ((!strcmp(a, "--windows") || !strcmp(a, "--null-samples") || !strcmp(a, "--points") || !strcmp(a, "--lanczos-steps") ||
-                  !strcmp(a, "--top-k") || !strcmp(a, "--hutchinson")) && has) {
-            long long v = strtoll(argv[++i], &end, 10);
-            int zero_ok = !strcmp(a, "--hutchinson") || !strcmp(a, "--null-samples");
-            if (!*argv[i] || *end || v < (zero_ok ? 0 : 1)) return bad(a, argv[i], zero_ok ? "an integer >= 0" : "an integer >= 1");
-            if (!strcmp(a, "--windows")) o.windows = v;
-            else if (!strcmp(a, "--null-samples")) o.null_samples = v;
-            else if (!strcmp(a, "--points")) o.points = v;
-            else if (!strcmp(a, "--lanczos-steps")) o.lanczos_steps = v;
-            else if (!strcmp(a, "--top-k")) { if (v > 64) return bad(a, argv[i], "an integer in [1, 64]"); o.top_k = v; }
-            else o.hutchinson = v;
-        }
+        else if (has && (num = numeric_opt(a, argv[i + 1], &o)) >= 0) { if (!num) return GF_EXIT_USAGE; i++; }
         else if (a[0] == '-') { fprintf(stderr, "gflow probe: unknown option '%s' (or missing value); see gflow probe --help\n", a); return GF_EXIT_USAGE; }
         else if (!kind) kind = a;
         else if (nd < 2) dirs[nd++] = a;
@@ -124,6 +141,8 @@ int gf_cmd_probe(int argc, char **argv) {
         struct stat st;
         if (stat(dirs[r], &st) != 0 || !S_ISDIR(st.st_mode)) { fprintf(stderr, "gflow: error (not found): %s: no such run directory\n", dirs[r]); return GF_EXIT_ERROR; }
     }
+    gf_status cs = gf_probe_check_outputs(kind, dirs, nd, out, o.pairs_file);
+    if (cs) return gf_cli_fail(cs);
     for (int r = 0; r < nd; r++) {
         gf_status st = replot ? gf_probe_replot(kind, dirs[r]) : fn(dirs[r], &o);
         if (st) return gf_cli_fail(st);

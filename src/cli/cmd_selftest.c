@@ -2,6 +2,7 @@
  * GELU -> layernorm -> tied head, dropout) trained by plain SGD on a synthetic
  * sequence, to show the core end to end: parameter block, tape, backward, reset. */
 #include "cli.h"
+#include <limits.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -17,13 +18,15 @@ int gf_cmd_selftest(int argc, char **argv) {
     uint64_t seed = 1;
     int threads = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else { fprintf(stderr, "gflow selftest: unknown option '%s'\n", argv[i]); help(); return GF_EXIT_USAGE; }
+        const char *a = argv[i];
+        long long v = 0;
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
+        else if (!strcmp(a, "--steps") && has) { if (!gf_arg_int("selftest", a, argv[++i], 1, 1000000000, &v)) return GF_EXIT_USAGE; steps = v; }
+        else if (!strcmp(a, "--seed") && has) { if (!gf_arg_int("selftest", a, argv[++i], 0, LLONG_MAX, &v)) return GF_EXIT_USAGE; seed = (uint64_t)v; }
+        else if (!strcmp(a, "--threads") && has) { if (!gf_arg_int("selftest", a, argv[++i], 0, 1024, &v)) return GF_EXIT_USAGE; threads = (int)v; }
+        else { fprintf(stderr, "gflow selftest: unknown option '%s' (or missing value)\n", a); help(); return GF_EXIT_USAGE; }
     }
-    if (steps <= 0) { fprintf(stderr, "gflow selftest: --steps must be > 0\n"); return GF_EXIT_USAGE; }
     gf_threads_set(threads);
     const int64_t V = 16, D = 32, N = 64; /* vocabulary, width, tokens per step */
     gf_rng rng;

@@ -1,8 +1,8 @@
 /* cmd_train.c — `gflow train RECIPE [--set k=v]... | gflow train --resume DIR`. */
 #include "cli.h"
 #include "gflow/train.h"
+#include <limits.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,9 +41,9 @@ int gf_cmd_train(int argc, char **argv) {
         else if (!strncmp(a, "--set=", 6)) sets[n_sets++] = a + 6;
         else if (!strcmp(a, "--resume") && i + 1 < argc) resume = argv[++i];
         else if (!strcmp(a, "--stop-after") && i + 1 < argc) {
-            char *end;
-            o.stop_after = strtoll(argv[++i], &end, 10);
-            if (*end || o.stop_after <= 0) { fprintf(stderr, "gflow train: --stop-after needs a positive integer, got '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }
+            long long v = 0;
+            if (!gf_arg_int("train", a, argv[++i], 1, LLONG_MAX, &v)) { free(sets); return GF_EXIT_USAGE; }
+            o.stop_after = v;
         }
         else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
         else if (!strcmp(a, "--quiet")) o.quiet = 1;

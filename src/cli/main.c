@@ -1,6 +1,7 @@
 /* main.c — `gflow <command> [args]`: dispatch to one file per subcommand. */
 #include "cli.h"
 #include "gflow/version.h"
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,6 +31,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* Past a file-size limit (ulimit -f) the kernel's default for SIGXFSZ kills the process
+     * mid-write, leaving a .tmp and no message. Ignored, the write fails with EFBIG and the
+     * writer's error path reports the file and removes its .tmp. */
+    signal(SIGXFSZ, SIG_IGN);
     /* libgomp reads OMP_WAIT_POLICY and OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, at load
      * time. Their defaults spin: idle OpenMP workers burn the cores OpenBLAS's threads need, and
      * OpenBLAS's workers spin 2^28 cycles after every GEMM while gflow's OpenMP loops want the

@@ -6,6 +6,29 @@
 
 #include "data/data_internal.h"
 
+/* Index of the first byte of s[0..n) that is a NUL or does not begin a well-formed UTF-8
+ * sequence (no overlongs, surrogates or code points past U+10FFFF); n when there is none. */
+static size_t text_bad_at(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c == 0) return i;
+        if (c < 0x80) { i++; continue; }
+        size_t k = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+        if (k == 0 || k >= n - i) return i;
+        unsigned lo = 0x80, hi = 0xBF; /* the second byte's range rules out overlongs and surrogates */
+        if (c == 0xE0) lo = 0xA0;
+        else if (c == 0xED) hi = 0x9F;
+        else if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F;
+        if (s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (size_t j = 2; j <= k; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xBF) return i;
+        i += k + 1;
+    }
+    return n;
+}
+
 gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -19,6 +42,17 @@ gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
         lineno++;
         size_t len = (size_t)got;
         if (line[len - 1] == '\n') len--;
+        /* binary junk would otherwise "train" as words (a per-word perplexity of 1e76) */
+        size_t bad = text_bad_at((const unsigned char *)line, len);
+        if (bad < len) {
+            if (line[bad])
+                s = gf_error_set(GF_E_PARSE, "%s:%lld: not UTF-8 text: byte 0x%02x at column %zu (a binary file, or "
+                                 "another encoding?)", path, (long long)lineno, (unsigned char)line[bad], bad + 1);
+            else
+                s = gf_error_set(GF_E_PARSE, "%s:%lld: not text: a NUL byte at column %zu (a binary file?)", path,
+                                 (long long)lineno, bad + 1);
+            break;
+        }
         s = fn(ctx, line, len, lineno);
         if (s != GF_OK) break;
     }
@@ -27,6 +61,13 @@ gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
     fclose(f);
     return s;
 }
+
+static gf_status no_op_line(void *ctx, const char *line, size_t len, int64_t lineno) {
+    (void)ctx, (void)line, (void)len, (void)lineno;
+    return GF_OK;
+}
+
+gf_status gf_data_check_text(const char *path) { return gf_data_for_each_line(path, no_op_line, NULL); }
 
 static void sampler_start_epoch(gf_sampler *s) {
     for (int64_t i = 0; i < s->n; i++) s->order[i] = i;

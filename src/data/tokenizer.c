@@ -140,7 +140,6 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
     if (o->vocab_size < 8)
         return gf_error_set(GF_E_INVALID, "spm vocab_size %lld too small", (long long)o->vocab_size);
     const char *type = o->model_type == GF_SPM_BPE ? "bpe" : "unigram";
-    snprintf(t->key, sizeof t->key, "spm:%s:%lld:%s", type, (long long)o->vocab_size, sha16);
     GF_TRY(gf_mkdir_p(o->cache_dir));
     char model[4096], prefix[4096];
     snprintf(model, sizeof model, "%s/spm-%s-%lld-%s.model", o->cache_dir, type,
@@ -148,6 +147,7 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
     struct stat sb;
     if (stat(model, &sb) != 0) {
         /* train under a private name, then rename: concurrent runs never see half a model */
+        GF_TRY(gf_data_check_text(train_path)); /* SentencePiece would train on binary junk */
         snprintf(prefix, sizeof prefix, "%s/.spm-train-%ld", o->cache_dir, (long)getpid());
         gf_status s = gf_spm_train(train_path, prefix, o->vocab_size, type, GF_SPM_USER_SYMBOLS, NULL);
         char tmpm[4200], tmpv[4200];
@@ -164,6 +164,11 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
         }
     }
     GF_TRY(gf_spm_load(&t->spm, model));
+    /* the key names token caches: it holds the model's own content too, so ids cached under a
+     * model file that has since changed (same name) are never read back */
+    char msha[65];
+    GF_TRY(gf_sha256_file(model, NULL, msha));
+    snprintf(t->key, sizeof t->key, "spm:%s:%lld:%s:%.16s", type, (long long)o->vocab_size, sha16, msha);
     int64_t got = gf_spm_vocab_size(t->spm);
     if (got != o->vocab_size)
         return gf_error_set(GF_E_INVALID,

@@ -1,7 +1,9 @@
 /* common.c — opening a run for probing, output paths, gnuplot, prompt-pair files. */
 #include "probe_internal.h"
+#include "gflow/fs.h"
 #include "gflow/rundir.h"
 #include <ctype.h>
+#include <dirent.h>
 #include <math.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -54,6 +56,30 @@ gf_status gf_probe_fclose(FILE *f, const char *path, gf_status st) {
     if (!st && rename(tmp, path) != 0) st = gf_error_set(GF_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
     if (st) unlink(tmp);
     return st;
+}
+
+/* gf_output_check of every probe-<kind>* entry of dir */
+static gf_status check_dir_outputs(const char *kind, const char *dir, const char *pairs_file) {
+    DIR *d = opendir(dir);
+    if (!d) return GF_OK; /* a missing directory is reported where it is used */
+    char prefix[64], path[1400];
+    snprintf(prefix, sizeof prefix, "probe-%s", kind);
+    const char *inputs[1] = {pairs_file};
+    gf_status st = GF_OK;
+    struct dirent *e;
+    while (!st && (e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, strlen(prefix))) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        st = gf_output_check(path, inputs, 1);
+    }
+    closedir(d);
+    return st;
+}
+
+gf_status gf_probe_check_outputs(const char *kind, const char *const *dirs, int n, const char *out_dir,
+                                 const char *pairs_file) {
+    for (int i = 0; i < n; i++) GF_TRY(check_dir_outputs(kind, dirs[i], pairs_file));
+    return out_dir ? check_dir_outputs(kind, out_dir, pairs_file) : GF_OK;
 }
 
 gf_status gf_probe_gnuplot(const char *script, const char *what) {

@@ -1,5 +1,6 @@
 /* ini.c — the cleaned line source behind inih (see gflow/ini.h). */
 #include "gflow/ini.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,12 @@ char *gf_ini_trim(char *s) {
 
 /* Next physical line into l->buf (no newline). 0 at end. */
 static int read_line(gf_ini_lines *l) {
-    if (l->f) return getline(&l->buf, &l->cap, l->f) >= 0;
+    l->nul = 0;
+    if (l->f) {
+        ssize_t n = getline(&l->buf, &l->cap, l->f);
+        l->nul = n > 0 && memchr(l->buf, 0, (size_t)n) != NULL;
+        return n >= 0;
+    }
     if (!l->text || !*l->text) return 0;
     const char *nl = strchr(l->text, '\n');
     size_t n = nl ? (size_t)(nl - l->text) : strlen(l->text);

@@ -78,14 +78,23 @@ static void fc_error(file_ctx *fc, gf_status code, const char *fmt, ...) {
 
 /* ---- value parsing (shared by files, --set and defaults) ---- */
 
+/* 1 with *out set, 0 when s is not an integer, -1 when it is one beyond 64 bits */
 static int parse_i64(const char *s, int64_t *out) {
     if (!*s) return 0;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end) return 0;
+    if (*end) return 0;
+    if (errno == ERANGE) return -1;
+    if (errno) return 0;
     *out = (int64_t)v;
     return 1;
+}
+
+/* the reason an integer did not parse (parse_i64 returned ok <= 0) */
+static void int_error(int ok, const char *what, const char *t, char *msg, size_t cap) {
+    if (ok < 0) snprintf(msg, cap, "out of range: '%s' does not fit in 64 bits", t);
+    else snprintf(msg, cap, "not an integer%s ('%s')", what, t);
 }
 
 /* shortest text that reads back to the same double */
@@ -139,8 +148,9 @@ static int set_int_list(void *field, const gf_recipe_key *k, const char *text, c
                 snprintf(msg, cap, "empty entry in list '%s'", text);
                 return 0;
             }
-            if (!parse_i64(t, &v)) {
-                snprintf(msg, cap, "not an integer list ('%s' in '%s')", t, text);
+            int ok = parse_i64(t, &v);
+            if (ok <= 0) {
+                int_error(ok, " list", t, msg, cap);
                 return 0;
             }
             if (!check_bounds(k, (double)v, msg, cap, t)) return 0;
@@ -167,8 +177,9 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
     switch (k->type) {
     case GF_RK_INT: {
         int64_t v;
-        if (!parse_i64(text, &v)) {
-            snprintf(msg, cap, "not an integer ('%s')", text);
+        int ok = parse_i64(text, &v);
+        if (ok <= 0) {
+            int_error(ok, "", text, msg, cap);
             return 0;
         }
         if (!check_bounds(k, (double)v, msg, cap, text)) return 0;
@@ -179,8 +190,15 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
         char *end;
         errno = 0;
         double v = strtod(text, &end);
-        if (!*text || *end || errno == ERANGE) {
+        if (!*text || *end) {
             snprintf(msg, cap, "not a number ('%s')", text);
+            return 0;
+        }
+        /* strtod's ERANGE: beyond DBL_MAX, or below DBL_MIN (denormal or flushed to 0) */
+        if (errno == ERANGE) {
+            snprintf(msg, cap, "out of range: '%s' %s", text,
+                     fabs(v) > 1 ? "overflows a double (|x| > 1.8e308)"
+                                 : "underflows a double (a denormal or 0: nonzero |x| must be >= 2.2e-308)");
             return 0;
         }
         if (!isfinite(v)) {
@@ -215,6 +233,11 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
                 snprintf(msg, cap, "must not contain '#', ';' or control characters ('%s')", text);
                 return 0;
             }
+        /* a name joined to a directory: "../x" would leave it, "/x" nest under it */
+        if ((k->flags & GF_RK_COMPONENT) && (strchr(text, '/') || !strcmp(text, ".") || !strcmp(text, ".."))) {
+            snprintf(msg, cap, "must be one path component (no '/', not '.' or '..'), got '%s'", text);
+            return 0;
+        }
         memset(field, 0, GF_RECIPE_STR);
         memcpy(field, text, n);
         return 1;
@@ -249,6 +272,11 @@ static char *reader(char *str, int num, void *stream) {
     char *s = gf_ini_next_line(&fc->src);
     if (!s) return NULL;
     size_t n = strlen(s);
+    if (fc->src.nul) { /* inih would see the line cut at the NUL: "x = 64\0junk" as 64 */
+        fc_error(fc, GF_E_PARSE, "NUL byte in the line (a binary file?)");
+        snprintf(str, (size_t)num, "[\n");
+        return str;
+    }
     if (n + 2 > (size_t)num) {
         fc_error(fc, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
         snprintf(str, (size_t)num, "[\n"); /* make inih flag this line */
@@ -454,6 +482,41 @@ static void derive(resolve_ctx *rc, const char *section, const char *key, const 
     if (!rc->set[k]) snprintf(rc->origin[k], ORIGIN_MAX, "%s (default, %s)", rc->top, why);
 }
 
+/* An offset δ >= seq_len pairs no position of a window (t - δ < 0 for every t). Beside smaller
+ * ones it is a no-op (a position averages over the offsets that pair); a layer left with none
+ * does not mix at all. Mode A: every layer has all the offsets; mode B: layer l has entry l. */
+static gf_status check_offsets(const resolve_ctx *rc) {
+    const gf_recipe *r = rc->r;
+    const long long L = (long long)r->data.seq_len;
+    const gf_int_list *sch = &r->model.offset_schedule, *all = &r->model.offsets;
+    for (int64_t l = 0; l < sch->n; l++)
+        if (sch->v[l] >= L)
+            return key_error(rc, "model", "offset_schedule", "entry %lld (layer %lld's only offset) is %lld, not below "
+                             "[data] seq_len (%lld): it pairs no position, so that layer would not mix",
+                             (long long)l, (long long)l, (long long)sch->v[l], L);
+    if (sch->n) return GF_OK;
+    for (int64_t i = 0; i < all->n; i++)
+        if (all->v[i] < L) return GF_OK;
+    return key_error(rc, "model", "offsets", "every entry is >= [data] seq_len (%lld): an offset pairs position t "
+                     "with t - offset, so none pairs and no layer would mix", L);
+}
+
+/* A model constraint failed on key `is->key`. When that key was left at its default, the
+ * message goes to the line of the key it is checked against (which was set), so it still has
+ * a file:line to go to. */
+static gf_status model_issue(const resolve_ctx *rc, const gf_cfg_issue *is) {
+    static const char *const against[][2] = {{"r", "d_model"}, {"mix_heads", "r"}, {"mix_heads", "d_model"},
+                                             {"heads", "d_model"}};
+    int k = key_index("model", is->key);
+    for (size_t i = 0; !rc->set[k] && i < sizeof against / sizeof against[0]; i++) {
+        int o = key_index("model", against[i][1]);
+        if (strcmp(against[i][0], is->key) || !rc->set[o]) continue;
+        return gf_error_set(GF_E_INVALID, "%s: [model] %s (left at its default): %s; set it, or change [model] %s "
+                            "here", rc->origin[o], is->key, is->why, against[i][1]);
+    }
+    return key_error(rc, "model", is->key, "%s", is->why);
+}
+
 static gf_status finish(resolve_ctx *rc) {
     gf_recipe *r = rc->r;
     for (int i = 0; i < gf_recipe_n_keys; i++) {
@@ -500,8 +563,9 @@ static gf_status finish(resolve_ctx *rc) {
         gf_recipe_model_cfg(r, r->tokenizer.vocab_size, &c);
         bad = gf_model_cfg_check(&c, &is);
     }
-    if (bad && find_key("model", is.key) >= 0) return key_error(rc, "model", is.key, "%s", is.why);
+    if (bad && find_key("model", is.key) >= 0) return model_issue(rc, &is);
     if (bad) return gf_error_set(GF_E_INVALID, "%s: model %s: %s", rc->top, is.key, is.why);
+    if (!ds && r->model.family == GF_FAMILY_GRASSMANN) GF_TRY(check_offsets(rc));
     if (r->train.evals_per_epoch > 0 && r->train.eval_every > 0)
         return key_error(rc, "train", "evals_per_epoch", "set both it and eval_every (%lld); choose one",
                          (long long)r->train.eval_every);

@@ -32,7 +32,10 @@ void gf_recipe_write_keys_md(FILE *f) {
           "checked, derived defaults are filled in (split files per dataset, `max_len`,\n"
           "`classifier_hidden`, `[eval] batch_size`) and cross-key rules are checked:\n"
           "`r <= d_model` (grassmann), `d_model % heads == 0` (transformer), `offset_schedule` has\n"
-          "`n_layers` entries when set, `max_len >= seq_len`, `min_lr <= lr`, not both `eval_every` and `evals_per_epoch`.\n\n"
+          "`n_layers` entries when set, `max_len >= seq_len`, `min_lr <= lr`, not both `eval_every` and `evals_per_epoch`,\n"
+          "and (grassmann language models) an offset below `seq_len`: at least one of `offsets`, every entry of\n"
+          "`offset_schedule`. A rule that fails on a key left at its default is reported at the line of the\n"
+          "key it is checked against (`mix_heads` and `heads` against `r` or `d_model`).\n\n"
           "The resolved recipe (every key, `base` omitted) is printed at training start and stored\n"
           "in checkpoints. Bools accept true/false, 1/0, yes/no, on/off. Strings may not contain\n"
           "`#`, `;` or control characters. Int lists are comma-separated (`1,2,4`), empty for none.\n",
@@ -63,7 +66,10 @@ void gf_recipe_write_keys_md(FILE *f) {
                 w += (size_t)snprintf(allowed + w, sizeof allowed - w, "%s%s %s", (k->flags & GF_RK_MIN) ? ", " : each,
                                       (k->flags & GF_RK_MAX_EXCL) ? "<" : "<=", gf_recipe_fmt_double(k->hi, b, sizeof b));
             if (k->flags & GF_RK_NONEMPTY)
-                snprintf(allowed + w, sizeof allowed - w, "%snon-empty", w ? ", " : "");
+                w += (size_t)snprintf(allowed + w, sizeof allowed - w, "%snon-empty", w ? ", " : "");
+            if (k->flags & GF_RK_COMPONENT)
+                snprintf(allowed + w, sizeof allowed - w, "%sone path component (no `/`, not `.` or `..`)",
+                         w ? ", " : "");
             fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->key, type_name(k->type), def, allowed, k->doc);
         }
     }

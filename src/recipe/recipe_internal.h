@@ -23,6 +23,7 @@ enum {
     GF_RK_MIN_EXCL = 1 << 2, /* value > lo (with GF_RK_MIN) */
     GF_RK_MAX_EXCL = 1 << 3, /* value < hi (with GF_RK_MAX) */
     GF_RK_NONEMPTY = 1 << 4, /* string or list must not be empty */
+    GF_RK_COMPONENT = 1 << 5, /* string is one path component: no '/', not "." or ".." */
 };
 
 typedef struct gf_rk_enum_val {

@@ -26,12 +26,15 @@ static const gf_rk_enum_val e_split[] = {{"train", GF_SPLIT_TRAIN}, {"valid", GF
 #define MINX (GF_RK_MIN | GF_RK_MIN_EXCL)
 #define MAXX (GF_RK_MAX | GF_RK_MAX_EXCL)
 #define NONEMPTY GF_RK_NONEMPTY
+#define COMPONENT GF_RK_COMPONENT
 #define REQ NULL
+#define GF_XSTR(x) GF_STR(x)
+#define GF_STR(x) #x
 #define K(s, k, type, def, lo, hi, fl, en, doc) \
     {#s, #k, GF_RK_##type, def, lo, hi, fl, en, doc, offsetof(gf_recipe, s.k)}
 
 const gf_recipe_key gf_recipe_schema[] = {
-    K(run, name, STRING, REQ, 0, 0, NONEMPTY, 0, "Run name; checkpoints go to out_dir/name."),
+    K(run, name, STRING, REQ, 0, 0, NONEMPTY | COMPONENT, 0, "Run name; checkpoints go to out_dir/name."),
     {"run", "base", GF_RK_BASE, "", 0, 0, 0, 0,
      "Recipe file applied first (path relative to this file); this file's keys override it. "
      "Not written in the resolved recipe.", 0},
@@ -49,8 +52,8 @@ const gf_recipe_key gf_recipe_schema[] = {
       "Validation split; empty = dataset default (wikitext-2/wiki.valid.tokens, snli_1.0/snli_1.0_dev.txt)."),
     K(data, test_file, STRING, "", 0, 0, 0, 0,
       "Test split; empty = dataset default (wikitext-2/wiki.test.tokens, snli_1.0/snli_1.0_test.txt)."),
-    K(data, seq_len, INT, "128", 1, 0, MIN, 0, "LM window L: predictions per training sequence."),
-    K(data, max_sentence_len, INT, "48", 1, 0, MIN, 0, "SNLI: tokens kept per sentence (Ls)."),
+    K(data, seq_len, INT, "128", 1, GF_RECIPE_MAX_LEN, MIN | MAX, 0, "LM window L: predictions per training sequence."),
+    K(data, max_sentence_len, INT, "48", 1, GF_RECIPE_MAX_LEN, MIN | MAX, 0, "SNLI: tokens kept per sentence (Ls)."),
     K(data, skip_bad_rows, BOOL, "false", 0, 0, 0, 0, "SNLI: count and skip malformed rows instead of failing."),
     K(data, train_fraction, FLOAT, "1", 0, 1, MINX | MAX, 0,
       "Fraction of the training split used (learning curves)."),
@@ -65,10 +68,11 @@ const gf_recipe_key gf_recipe_schema[] = {
       "($GFLOW_DATA_DIR/cache; installed: ~/.local/share/gflow/cache; a build directory: datasets/cache)."),
 
     K(model, family, ENUM, REQ, 0, 0, 0, e_family, "Sequence mixer: causal Grassmann mixing or causal self-attention."),
-    K(model, n_layers, INT, REQ, 1, 0, MIN, 0, "Number of blocks."),
+    K(model, n_layers, INT, REQ, 1, GF_MAX_LAYERS, MIN | MAX, 0,
+      "Number of blocks (snli: at most " GF_XSTR(GF_NLI_MAX_LAYERS) ")."),
     K(model, d_model, INT, REQ, 1, 0, MIN, 0, "Model width d."),
     K(model, d_ff, INT, REQ, 1, 0, MIN, 0, "FFN hidden width."),
-    K(model, max_len, INT, "0", 0, 0, MIN, 0,
+    K(model, max_len, INT, "0", 0, GF_RECIPE_MAX_LEN, MIN | MAX, 0,
       "Rows of the position table (Lmax); 0 = seq_len (snli: max_sentence_len). Must be >= seq_len."),
     K(model, dropout, FLOAT, "0.1", 0, 1, MIN | MAXX, 0, "Dropout on the embedding sum, after the mixer LN and on the FFN output."),
     K(model, block, ENUM, "post_ln", 0, 0, 0, e_block, "Block layout: paper-literal post-LN, or pre-LN with residuals."),
@@ -76,9 +80,11 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(model, ln_eps, FLOAT, "1e-5", 0, 0, MINX, 0, "LayerNorm epsilon."),
     K(model, r, INT, "32", 2, 0, MIN, 0, "grassmann: reduced dimension r (<= d_model); r(r-1)/2 Pluecker coordinates."),
     K(model, offsets, INT_LIST, "1,2,4,8,12,16", 1, 0, MIN | NONEMPTY, 0,
-      "grassmann: offsets W (mode A: every layer averages over all of them)."),
+      "grassmann: offsets W (mode A: every layer averages over all of them). An offset >= seq_len pairs no "
+      "position (a no-op); at least one must be < seq_len."),
     K(model, offset_schedule, INT_LIST, "", 1, 0, MIN, 0,
-      "grassmann: mode B when set: one offset per layer (n_layers entries), layer l uses entry l."),
+      "grassmann: mode B when set: one offset per layer (n_layers entries), layer l uses entry l; each must be "
+      "< seq_len (an offset >= seq_len pairs no position, and the layer would not mix)."),
     K(model, eps, FLOAT, "1e-8", 0, 0, MINX, 0, "grassmann: Pluecker normalisation p / max(||p||, eps)."),
     K(model, normalize, BOOL, "true", 0, 0, 0, 0, "grassmann: normalise Pluecker vectors."),
     K(model, gate, BOOL, "true", 0, 0, 0, 0, "grassmann: gated fusion (false: plain sum h + g, ablation)."),

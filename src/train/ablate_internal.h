@@ -9,4 +9,9 @@
  * is loaded yet. GF_E_PARSE errors name file:line. */
 gf_status gf_ablate_parse_file(const char *path, gf_ablation *a);
 
+/* The study's own outputs (summary.tsv, summary.md, curves.tsv, curves.png in study_dir) must not
+ * land on its inputs or on a run's files (a study directory that is an existing run's, a
+ * symlink): gf_output_check of each, before anything runs (ablate_report.c). */
+gf_status gf_ablate_check_outputs(const gf_ablation *a);
+
 #endif

@@ -40,8 +40,9 @@ __attribute__((format(printf, 3, 4))) static void perr(parse_ctx *pc, gf_status 
 
 static int is_ws(char c) { return c == ' ' || c == '\t'; }
 
+/* a name becomes a directory under out_dir: "." and ".." would not be one of its own */
 static int valid_name(const char *s) {
-    if (!*s) return 0;
+    if (!*s || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
     for (; *s; s++)
         if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '.' ||
               *s == '_' || *s == '-'))
@@ -79,7 +80,7 @@ static void header(parse_ctx *pc, char *s) {
     if (!strncmp(name, "variant", 7) && is_ws(name[7])) {
         char *vn = gf_ini_trim(name + 7);
         if (!valid_name(vn) || strlen(vn) >= GF_ABLATE_NAME) {
-            perr(pc, GF_E_PARSE, "[variant %s]: bad variant name (use [A-Za-z0-9._-], at most %d characters)", vn,
+            perr(pc, GF_E_PARSE, "[variant %s]: bad variant name (use [A-Za-z0-9._-], not . or .., at most %d characters)", vn,
                  GF_ABLATE_NAME - 1);
             return;
         }
@@ -106,6 +107,11 @@ static char *reader(char *str, int num, void *stream) {
     char *s = gf_ini_next_line(&pc->src);
     if (!s) return NULL;
     size_t n = strlen(s);
+    if (pc->src.nul) { /* the line is cut at the NUL: refuse it rather than read half of it */
+        perr(pc, GF_E_PARSE, "NUL byte in the line (a binary file?)");
+        snprintf(str, (size_t)num, "\n");
+        return str;
+    }
     if (n + 2 > (size_t)num) {
         perr(pc, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
         snprintf(str, (size_t)num, "\n");
@@ -167,7 +173,7 @@ static void ablation_key(parse_ctx *pc, const char *name, const char *value) {
     if (!*value) { perr(pc, GF_E_PARSE, "[ablation] %s: empty value", name); return; }
     if (k == 0) {
         if (!valid_name(value) || strlen(value) >= sizeof a->name)
-            perr(pc, GF_E_PARSE, "[ablation] name: '%s' is not a valid name ([A-Za-z0-9._-]+, at most %zu characters)",
+            perr(pc, GF_E_PARSE, "[ablation] name: '%s' is not a valid name ([A-Za-z0-9._-]+, not . or .., at most %zu characters)",
                  value, sizeof a->name - 1);
         else snprintf(a->name, sizeof a->name, "%s", value);
     } else if (k == 1) {

@@ -252,6 +252,17 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
     return GF_OK;
 }
 
+gf_status gf_ablate_check_outputs(const gf_ablation *a) {
+    static const char *const outs[] = {"summary.tsv", "summary.md", "curves.tsv", "curves.png"};
+    const char *inputs[] = {a->path, a->base};
+    char path[1200];
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", a->study_dir, outs[i]);
+        GF_TRY(gf_output_check(path, inputs, 2));
+    }
+    return GF_OK;
+}
+
 gf_status gf_ablation_report(const gf_ablation *a, const char *command) {
     GF_TRY(gf_mkdir_p(a->study_dir));
     row *rows = calloc((size_t)a->n_variants, sizeof *rows);

@@ -140,6 +140,7 @@ gf_status gf_ablation_refresh(gf_ablation *a) {
 gf_status gf_ablation_load(const char *path, gf_ablation *a) {
     memset(a, 0, sizeof *a);
     gf_status st = gf_ablate_parse_file(path, a);
+    if (!st) st = gf_ablate_check_outputs(a);
     int64_t per = a->n_seeds ? a->n_seeds : 1;
     if (!st) {
         a->n_runs = a->n_variants * per;

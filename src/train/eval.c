@@ -1,6 +1,7 @@
 /* eval.c — evaluate a run directory's checkpoint on a split. */
 #include "gflow/session.h"
 #include "gflow/checkpoint.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,16 @@
 
 gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char *path, size_t cap) {
     struct stat sb;
+    /* only ENOENT is "not there": a symlink loop (ELOOP) or EACCES is reported as what it is */
     if (stat(run_dir_or_ckpt, &sb) != 0)
-        return gf_error_set(GF_E_NOTFOUND, "%s: no such run directory or checkpoint", run_dir_or_ckpt);
+        return errno == ENOENT ? gf_error_set(GF_E_NOTFOUND, "%s: no such run directory or checkpoint", run_dir_or_ckpt)
+                               : gf_error_set(GF_E_IO, "%s: %s", run_dir_or_ckpt, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         snprintf(path, cap, "%s/%s.ckpt", run_dir_or_ckpt, which ? which : "best");
         if (stat(path, &sb) != 0)
-            return gf_error_set(GF_E_NOTFOUND, "%s: not found (has the run evaluated once? try --ckpt last)", path);
+            return errno == ENOENT
+                       ? gf_error_set(GF_E_NOTFOUND, "%s: not found (has the run evaluated once? try --ckpt last)", path)
+                       : gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
     } else {
         snprintf(path, cap, "%s", run_dir_or_ckpt);
     }

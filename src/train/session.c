@@ -51,6 +51,10 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
     s->vocab = vocab;
     gf_rng_seed(&s->rng, (uint64_t)r->run.seed);
     gf_status status = s->task->open(s, vocab);
+    if (status == GF_E_NOMEM) /* name the keys that size the parameter block */
+        return gf_error_wrap(status, "[model] d_model %lld, d_ff %lld, n_layers %lld, max_len %lld, vocabulary %lld: ",
+                             (long long)r->model.d_model, (long long)r->model.d_ff, (long long)r->model.n_layers,
+                             (long long)r->model.max_len, (long long)vocab);
     if (status) return gf_error_wrap(status, "[model]: ");
     if (init) s->task->init_weights(s, &s->rng);
     gf_ctx_init(&s->ctx, (size_t)64 << 20, &s->rng);

@@ -175,7 +175,7 @@ GF_TEST(data, spm_train_cache_roundtrip) {
     GF_CHECK(gf_tokenizer_id_to_piece(t, 80) == NULL, "out of range piece");
     /* the second open reuses the cached model file: same mtime, same ids */
     char model[1400];
-    snprintf(model, sizeof model, "%s/spm-bpe-80-%s.model", cache, gf_tokenizer_key(t) + 11);
+    snprintf(model, sizeof model, "%s/spm-bpe-80-%.16s.model", cache, gf_tokenizer_key(t) + 11); /* corpus sha16 */
     struct stat a, b;
     GF_REQUIRE(stat(model, &a) == 0, "cached model %s", model);
     gf_tokenizer *t2 = NULL;

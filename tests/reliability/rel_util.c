@@ -55,7 +55,8 @@ void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args) {
         dup2(nul, 1);
         dup2(fd, 2);
         if (fsize_limit > 0) {
-            signal(SIGXFSZ, SIG_IGN); /* ignored dispositions survive exec: writes fail with EFBIG */
+            /* the default disposition (a user's shell): gflow itself must turn SIGXFSZ into EFBIG */
+            signal(SIGXFSZ, SIG_DFL);
             struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
             setrlimit(RLIMIT_FSIZE, &rl);
         }

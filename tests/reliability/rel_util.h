@@ -21,7 +21,8 @@ typedef struct rel_result {
 } rel_result;
 
 /* Run `gflow ARGS...` (NULL-terminated argv without argv[0]) to completion.
- * fsize_limit > 0 sets RLIMIT_FSIZE in the child (SIGXFSZ ignored, so writes fail with EFBIG). */
+ * fsize_limit > 0 sets RLIMIT_FSIZE in the child, with SIGXFSZ at its default disposition (kill),
+ * as a user's shell leaves it. */
 void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args);
 /* Start `gflow ARGS...` in the background with stdout/stderr to log_path; returns the pid. */
 pid_t rel_gflow_spawn(const char *log_path, const char *const *args);

@@ -1,5 +1,5 @@
 /* test_bad_data.c — bad data gives clear errors, never a crash: odd/truncated/binary SNLI rows
- * (library), empty or binary WikiText files and checksum mismatches (through `gflow train`),
+ * (library), empty, binary or non-UTF-8 WikiText files and checksum mismatches (through `gflow train`),
  * token caches that are corrupt, oversized or built by another tokenizer (library and CLI:
  * a stale cache is rebuilt and the run is unchanged). */
 #include "gf_test.h"
@@ -139,17 +139,32 @@ GF_TEST(data, rel_wikitext_bad_files_cli) {
     for (size_t i = 0; i < sizeof bin; i++) bin[i] = (unsigned char)(i * 2654435761u >> 13);
     snprintf(p, sizeof p, "%s/binary.txt", dd);
     gf_test_write_file(p, bin, sizeof bin);
+    for (size_t i = 0; i < sizeof bin; i++) bin[i] = bin[i] ? bin[i] : 0x80; /* no NUL: only UTF-8 tells */
+    snprintf(p, sizeof p, "%s/binary-nonul.txt", dd);
+    gf_test_write_file(p, bin, sizeof bin);
+    static const char latin1[] = " the man sees a dog .\n the caf\xe9 is old .\n";
+    snprintf(p, sizeof p, "%s/latin1.txt", dd);
+    gf_test_write_file(p, latin1, sizeof latin1 - 1);
+    static const char nul[] = " the man sees a dog .\n\n the dog\0 runs .\n";
+    snprintf(p, sizeof p, "%s/nul.txt", dd);
+    gf_test_write_file(p, nul, sizeof nul - 1);
     /* a file with a recorded checksum (by its base name) but other content */
     snprintf(p, sizeof p, "%s/wiki.valid.tokens", dd);
     gf_test_write_corpus(p, 50, 9);
     rel_result res;
-    struct { const char *valid, *train, *needle; } cases[] = {
-        {"empty.txt", "train.txt", "empty.txt"},
-        {"blank.txt", "train.txt", "blank.txt"},
-        {"missing.txt", "train.txt", "missing.txt"},
-        {"wiki.valid.tokens", "train.txt", "wiki.valid.tokens"},
-        {"train.txt", "empty.txt", "empty.txt"},
-        {"train.txt", "binary.txt", "binary.txt"},
+    /* binary or non-UTF-8 text is refused at its first bad line (issue 20 item 11: random bytes
+     * used to train, as junk words, to a per-word perplexity of 1e76) */
+    struct { const char *valid, *train, *needle, *needle2; } cases[] = {
+        {"empty.txt", "train.txt", "empty.txt", ""},
+        {"blank.txt", "train.txt", "blank.txt", ""},
+        {"missing.txt", "train.txt", "missing.txt", ""},
+        {"wiki.valid.tokens", "train.txt", "wiki.valid.tokens", ""},
+        {"train.txt", "empty.txt", "empty.txt", ""},
+        {"train.txt", "binary.txt", "binary.txt:1:", "NUL"},
+        {"binary.txt", "train.txt", "binary.txt:1:", "NUL"},
+        {"train.txt", "binary-nonul.txt", "binary-nonul.txt:1:", "UTF-8"},
+        {"latin1.txt", "train.txt", "latin1.txt:2:", "UTF-8"},
+        {"nul.txt", "train.txt", "nul.txt:3:", "NUL"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sv[300], st[300], stt[300], nm[64];
@@ -160,11 +175,20 @@ GF_TEST(data, rel_wikitext_bad_files_cli) {
         const char *extra[] = {"--set", set_dir, "--set", sv, "--set", st, "--set", stt, NULL};
         run_train(&res, nm, extra, 1);
         if (res.signal) gf_test_fail(__FILE__, __LINE__, "case %zu: gflow crashed (signal %d)", i, res.signal);
-        else if (!strcmp(cases[i].train, "binary.txt") && res.exit_code == 0) continue; /* junk words train fine */
-        else if (res.exit_code != 1 || !strstr(res.err, cases[i].needle) || res.err_lines != 1)
+        else if (res.exit_code != 1 || !strstr(res.err, cases[i].needle) || !strstr(res.err, cases[i].needle2) ||
+                 res.err_lines != 1)
             gf_test_fail(__FILE__, __LINE__, "case %zu (valid %s, train %s): exit %d, stderr: %s", i, cases[i].valid,
                          cases[i].train, res.exit_code, res.err);
     }
+    /* SentencePiece reads its corpus itself: checked before it trains on it */
+    char scache[1000];
+    snprintf(scache, sizeof scache, "tokenizer.cache_dir=%s/spm-cache", dd);
+    const char *spm[] = {"--set", set_dir, "--set", "tokenizer.train_file=binary-nonul.txt", "--set",
+                         "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", "--set", scache, NULL};
+    run_train(&res, "run.name=bad-spm", spm, 1);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "binary-nonul.txt:1:") &&
+                 strstr(res.err, "UTF-8"),
+             "spm on a binary corpus: exit %d: %s", res.exit_code, res.err);
     /* the checksum message names both sums */
     const char *extra[] = {"--set", set_dir, "--set", "data.valid_file=wiki.valid.tokens", NULL};
     run_train(&res, "run.name=badsum", extra, 1);
@@ -212,4 +236,45 @@ GF_TEST(data, rel_stale_token_cache_cli) {
     GF_CHECK(strstr(res.err, "re-tokenized") != NULL, "truncated cache not reported: %.2000s", res.err);
     snprintf(q, sizeof q, "%s/tc-trunc/metrics.tsv", runs);
     GF_CHECK(rel_files_equal(p, q), "run over a truncated cache differs from a clean one");
+}
+
+/* Issue 20 item 12: a SentencePiece model file changed in place (one byte of a piece) keys new
+ * token caches: every split is re-tokenized with the model now there, and the run equals one
+ * whose cache directory held only that model. */
+GF_TEST(data, rel_spm_model_change_retokenizes) {
+    const char *runs = rel_runs_dir();
+    char ca[900], cb[900], sa[1000], sb[1000], model[1200], cmd[4000], p[1000], q[1000];
+    snprintf(ca, sizeof ca, "%s/../spm_a", runs);
+    snprintf(cb, sizeof cb, "%s/../spm_b", runs);
+    snprintf(sa, sizeof sa, "tokenizer.cache_dir=%s", ca);
+    snprintf(sb, sizeof sb, "tokenizer.cache_dir=%s", cb);
+    rel_result res;
+    const char *ea[] = {"--set", sa, "--set", "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", NULL};
+    GF_REQUIRE(run_train(&res, "run.name=spm-first", ea, 1) == 0, "first run: %s", res.err);
+    snprintf(cmd, sizeof cmd, "ls %s/spm-*.model", ca);
+    FILE *ls = popen(cmd, "r");
+    GF_REQUIRE(ls && fgets(model, sizeof model, ls), "the trained model in %s", ca);
+    pclose(ls);
+    model[strcspn(model, "\n")] = 0;
+    /* rename the piece "▁the" to "▁thQ": the file still loads, and "the" encodes differently */
+    size_t n = 0;
+    char *m = gf_test_slurp(model, &n);
+    char *at = NULL;
+    for (size_t i = 0; m && i + 7 <= n && !at; i++)
+        if (!memcmp(m + i, "\x06\xe2\x96\x81the", 7)) at = m + i;
+    GF_REQUIRE(at, "piece '▁the' in %s", model);
+    at[6] = 'Q';
+    gf_test_write_file(model, m, n);
+    /* a cache directory holding only the changed model: the reference */
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/", cb, model, cb);
+    GF_REQUIRE(system(cmd) == 0, "%s", cmd);
+    free(m);
+    GF_REQUIRE(run_train(&res, "run.name=spm-changed", ea, 1) == 0, "run over the changed model: %s", res.err);
+    const char *eb[] = {"--set", sb, "--set", "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", NULL};
+    GF_REQUIRE(run_train(&res, "run.name=spm-clean", eb, 1) == 0, "reference run: %s", res.err);
+    snprintf(p, sizeof p, "%s/spm-changed/metrics.tsv", runs);
+    snprintf(q, sizeof q, "%s/spm-clean/metrics.tsv", runs);
+    GF_CHECK(rel_files_equal(p, q), "a run over caches of the old model differs from one over the changed model");
+    GF_CHECK(rel_count_suffix(ca, ".tok") == 6, "%d token caches in %s, want 3 per model", rel_count_suffix(ca, ".tok"),
+             ca);
 }

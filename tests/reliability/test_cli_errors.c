@@ -7,6 +7,7 @@
 #include "rel_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct cli_case {
@@ -124,4 +125,98 @@ GF_TEST(unit, rel_cli_bad_inputs_table) {
     rel_result res;
     rel_gflow(&res, 0, ok);
     GF_CHECK(res.exit_code == 0, "gflow info on the base recipe: %s", res.err);
+}
+
+/* Issue 20 item 14: every numeric option of every command is parsed whole and range-checked
+ * (gf_arg_int / gf_arg_real): a usage error (exit 2) naming the option and the value, before
+ * anything runs. Bench cases carry --steps 1 --warmup 0 --peak-n 0 so that a value accepted by
+ * mistake costs a second, not a benchmark. */
+GF_TEST(unit, rel_numeric_options_checked) {
+#define BENCH "bench", "@base"
+#define QUICK "--steps", "1", "--warmup", "0", "--peak-n", "0"
+    static const struct { const char *args[12]; const char *opt, *val; } cases[] = {
+        {{BENCH, QUICK, "--threads", "abc", NULL}, "--threads", "abc"},
+        {{BENCH, QUICK, "--batch", "0", NULL}, "--batch", "0"},
+        {{BENCH, QUICK, "--batch", "7x", NULL}, "--batch", "7x"},
+        {{BENCH, QUICK, "--seq-len", "-5", NULL}, "--seq-len", "-5"},
+        {{BENCH, QUICK, "--seq-len", "1000000", NULL}, "--seq-len", "1000000"},
+        {{BENCH, "--steps", "2e3", "--warmup", "0", "--peak-n", "0", NULL}, "--steps", "2e3"},
+        {{BENCH, "--steps", "1", "--warmup", "-1", "--peak-n", "0", NULL}, "--warmup", "-1"},
+        {{BENCH, "--steps", "1", "--warmup", "0", "--peak-n", "64k", NULL}, "--peak-n", "64k"},
+        {{"selftest", "--steps", "abc", NULL}, "--steps", "abc"},
+        {{"selftest", "--steps", "5", "--seed", "-1", NULL}, "--seed", "-1"},
+        {{"selftest", "--steps", "5", "--threads", "1.5", NULL}, "--threads", "1.5"},
+        {{"train", "@base", "--stop-after", "99999999999999999999", NULL}, "--stop-after", "99999999999999999999"},
+        {{"ablate", "/nonexistent/a.ini", "--stop-after", "5x", NULL}, "--stop-after", "5x"},
+        {{"probe", "hessian", "/nonexistent/run", "--lanczos-steps", "99999999999999999999", NULL}, "--lanczos-steps",
+         "99999999999999999999"},
+        {{"probe", "curvature", "/nonexistent/run", "--seed", "-1", NULL}, "--seed", "-1"},
+        {{"probe", "pca", "/nonexistent/run", "--windows", "0x10", NULL}, "--windows", "0x10"},
+        {{"probe", "hessian", "/nonexistent/run", "--rel-step", "1e-400", NULL}, "--rel-step", "1e-400"},
+        {{"probe", "hessian", "/nonexistent/run", "--top-k", "65", NULL}, "--top-k", "65"},
+    };
+#undef BENCH
+#undef QUICK
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[12];
+        char shown[512] = "";
+        int n = 0;
+        for (; cases[i].args[n]; n++) {
+            args[n] = strcmp(cases[i].args[n], "@base") ? cases[i].args[n] : rel_base_recipe();
+            snprintf(shown + strlen(shown), sizeof shown - strlen(shown), " %s", cases[i].args[n]);
+        }
+        args[n] = NULL;
+        rel_result res;
+        rel_gflow(&res, 0, args);
+        char first[8192];
+        memcpy(first, res.err, sizeof first);
+        char *nl = strchr(first, '\n');
+        if (nl) *nl = 0;
+        char quoted[128];
+        snprintf(quoted, sizeof quoted, "'%s'", cases[i].val);
+        GF_CHECK(res.exit_code == 2 && strstr(first, cases[i].opt) && strstr(first, quoted),
+                 "gflow%s: exit %d (signal %d), want 2 naming %s and %s: %s", shown, res.exit_code, res.signal,
+                 cases[i].opt, quoted, first);
+    }
+}
+
+/* Issue 20 item 6: `gflow sample` on an NLI (SNLI) run is one line, exit 1, naming the checkpoint
+ * and why (no language model to generate with); nothing is written. */
+GF_TEST(smoke, rel_sample_refuses_nli_run) {
+    char dd[800], p[3000], sd[900];
+    snprintf(dd, sizeof dd, "%s/../snli-data", rel_runs_dir());
+    snprintf(p, sizeof p, "mkdir -p '%s' && cp '%s/train.txt' '%s/'", dd, rel_data_dir(), dd);
+    GF_REQUIRE(system(p) == 0, "%s", p);
+    /* pairs of consecutive corpus sentences (the word tokenizer knows their words), labels in turn */
+    snprintf(p, sizeof p, "%s/train.txt", dd);
+    char *corpus = gf_test_slurp(p, NULL), *lines[41], *save = NULL;
+    GF_REQUIRE(corpus, "%s", p);
+    int n = 0;
+    for (char *l = strtok_r(corpus, "\n", &save); l && n < 41; l = strtok_r(NULL, "\n", &save)) lines[n++] = l;
+    static const char *const labels[3] = {"entailment", "neutral", "contradiction"};
+    const char *splits[3] = {"snli_train.txt", "snli_dev.txt", "snli_test.txt"};
+    for (int s = 0; s < 3; s++) {
+        snprintf(p, sizeof p, "%s/%s", dd, splits[s]);
+        FILE *f = fopen(p, "w");
+        GF_REQUIRE(f, "%s", p);
+        fprintf(f, "gold_label\tsentence1\tsentence2\tpairID\n");
+        for (int k = 1; k < n; k++) fprintf(f, "%s\t%s\t%s\tp%d\n", labels[k % 3], lines[k - 1], lines[k], k);
+        fclose(f);
+    }
+    free(corpus);
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=nli-sample", "--set", sd,
+                       "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
+                       "data.valid_file=snli_dev.txt", "--set", "data.test_file=snli_test.txt", "--set",
+                       "data.max_sentence_len=12", "--set", "model.mix_heads=1", "--set", "train.max_steps=2", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "NLI run: %s", res.err);
+    char d[900], ck[1000];
+    snprintf(d, sizeof d, "%s/nli-sample", rel_runs_dir());
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    const char *sm[] = {"sample", d, "--prompt", "the man", "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, sm);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "not a language model"),
+             "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }

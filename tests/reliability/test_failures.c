@@ -153,7 +153,7 @@ GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {
     const char *r[] = {"train", "--resume", d, "--quiet", NULL};
     rel_gflow(&res, (int64_t)n / 2, r);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, ".ckpt") && res.err_lines == 1,
-             "save under RLIMIT_FSIZE: exit %d: %s", res.exit_code, res.err);
+             "save under RLIMIT_FSIZE: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
     GF_CHECK(rel_files_equal(ck, copy), "last.ckpt changed by a failed save");
     GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left behind");
     /* and the run still completes, identical to an uninterrupted one */
@@ -191,4 +191,65 @@ GF_TEST(smoke, rel_metrics_write_failure_reported) {
     train(&res, "devfull", 6, o, 0);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, "metrics.tsv"),
              "metrics.tsv writes failing (ENOSPC) went unreported: exit %d: %s", res.exit_code, res.err);
+}
+
+/* Issue 20 item 18: a flipped byte in the trailer says what is wrong there: a reserved byte is
+ * not reported as a checksum mismatch between two equal sums. */
+GF_TEST(smoke, rel_checkpoint_trailer_damage_named) {
+    rel_result res;
+    char d[800], ck[900];
+    dir_of(d, sizeof d, "trailer");
+    const char *none[] = {NULL};
+    train(&res, "trailer", 4, none, 0);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    size_t n = 0;
+    char *good = gf_test_slurp(ck, &n);
+    GF_REQUIRE(good && n > 64, "last.ckpt");
+    /* the trailer: "GFLOWEND", crc32 (4), reserved zeros (4) */
+    struct { size_t at; const char *needle; } cases[] = {
+        {n - 16, "end marker"}, {n - 6, "checksum mismatch"}, {n - 2, "trailer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        good[cases[i].at] ^= 0x04;
+        gf_test_write_file(ck, good, n);
+        good[cases[i].at] ^= 0x04;
+        const char *e[] = {"eval", d, "--ckpt", "last", NULL};
+        rel_gflow(&res, 0, e);
+        unsigned a = 0, b = 0;
+        const char *cm = strstr(res.err, "stored ");
+        int same = cm && sscanf(cm, "stored %x, computed %x", &a, &b) == 2 && a == b;
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, cases[i].needle) &&
+                     !same,
+                 "byte %zu of %zu flipped: exit %d, stderr: %s", cases[i].at, n, res.exit_code, res.err);
+    }
+    free(good);
+}
+
+/* Issue 20 item 19: a last.ckpt that is a symlink loop is reported as what it is (ELOOP), naming
+ * the file, by every command that reads it; not as a missing checkpoint. */
+GF_TEST(smoke, rel_checkpoint_symlink_loop_named) {
+    rel_result res;
+    char d[800], ck[900], out[900];
+    dir_of(d, sizeof d, "ckloop");
+    const char *none[] = {NULL};
+    train(&res, "ckloop", 2, none, 0);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    unlink(ck);
+    GF_REQUIRE(symlink("last.ckpt", ck) == 0, "symlink");
+    snprintf(out, sizeof out, "%s/ckloop.safetensors", rel_runs_dir());
+    const char *cmds[][8] = {
+        {"eval", d, "--ckpt", "last", NULL},
+        {"export", d, out, "--ckpt", "last", NULL},
+        {"info", d, NULL},
+        {"train", "--resume", d, "--quiet", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        rel_gflow(&res, 0, cmds[i]);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) &&
+                     strstr(res.err, "symbolic links") && !strstr(res.err, "not found"),
+                 "gflow %s on a looping last.ckpt: exit %d, stderr: %s", cmds[i][0], res.exit_code, res.err);
+    }
+    GF_CHECK(access(out, F_OK) != 0, "export wrote %s", out);
 }

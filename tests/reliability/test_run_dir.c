@@ -1,7 +1,7 @@
 /* test_run_dir.c — through the real `gflow` binary: a run directory belongs to one process at a
  * time (a second `train` on it fails at once), --resume checks what it resumes (the checkpoint
  * belongs to the run, metrics.tsv is as long as the checkpoint recorded), and no command writes
- * over one of its inputs or a run's own files (issue 20, items 1-5). */
+ * over one of its inputs or a run's own files (issue 20, items 1-5; item 4 for every command that writes). */
 #include "gf_test.h"
 #include "rel_util.h"
 
@@ -227,4 +227,82 @@ GF_TEST(smoke, rel_failed_probe_keeps_previous_output) {
     GF_CHECK(now && n == sizeof keep - 1 && !memcmp(now, keep, n), "probe-hessian.tsv changed: '%s'", now ? now : "");
     free(now);
     GF_CHECK(rel_count_suffix(d, ".tmp") == 0, "a .tmp was left");
+}
+
+/* Issue 20 item 4 (the rest): no command that writes files writes over its inputs or a run's own
+ * files, however the path is spelled: compare's --plot, probe's tables and plots (a symlink
+ * named like an output, a --pairs file named like one), ablate's summary in a study directory
+ * that is an existing run's. Each exits 1 with one line before any work; the files stay. */
+GF_TEST(smoke, rel_outputs_refuse_to_overwrite_run_files) {
+    rel_result res;
+    char d[800], ck[900], met[900], link[900], png[900], pairs[900], sum[900];
+    dir_of(d, sizeof d, "out-guard");
+    train_stopped(&res, "out-guard", "12", NULL);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(sum, sizeof sum, "%s/summary.tsv", d);
+    if (access(sum, F_OK) != 0) gf_test_write_text(sum, "run\tout-guard\n"); /* stopped runs have none yet */
+    snprintf(link, sizeof link, "%s/out-guard-link.png", rel_runs_dir());
+    unlink(link);
+    GF_REQUIRE(symlink(ck, link) == 0, "symlink");
+    size_t nck = 0, nmet = 0, nsum = 0;
+    char *ck0 = gf_test_slurp(ck, &nck), *met0 = gf_test_slurp(met, &nmet), *sum0 = gf_test_slurp(sum, &nsum);
+    GF_REQUIRE(ck0 && met0 && sum0, "run files");
+    /* compare --plot onto the run's metrics.tsv, recipe.ini, or a symlink to its checkpoint */
+    char rec[900];
+    snprintf(rec, sizeof rec, "%s/recipe.ini", d);
+    const char *plots[] = {met, rec, link};
+    for (int i = 0; i < 3; i++) {
+        const char *c[] = {"compare", d, "--plot", plots[i], NULL};
+        rel_gflow(&res, 0, c);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite"),
+                 "compare --plot %s: exit %d, stderr: %s", plots[i], res.exit_code, res.err);
+    }
+    /* probe: its plot is a symlink to last.ckpt */
+    snprintf(png, sizeof png, "%s/probe-hessian.png", d);
+    unlink(png);
+    GF_REQUIRE(symlink("last.ckpt", png) == 0, "symlink");
+    const char *h[] = {"probe", "hessian", d, "--ckpt", "last", "--blocks", "L0.ffn", "--lanczos-steps", "2",
+                       "--top-k", "1", "--hutchinson", "0", "--quiet", NULL};
+    rel_gflow(&res, 0, h);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite") && strstr(res.err, "probe-hessian.png"),
+             "probe hessian with probe-hessian.png -> last.ckpt: exit %d, stderr: %s", res.exit_code, res.err);
+    unlink(png);
+    /* probe: --pairs names a file the probe writes */
+    snprintf(pairs, sizeof pairs, "%s/probe-curvature-pairs.tsv", d);
+    const char pt[] = "the bird likes a tree .\tthe dog likes a tree .\n";
+    gf_test_write_file(pairs, pt, sizeof pt - 1);
+    const char *cv[] = {"probe", "curvature", d, "--ckpt", "last", "--pairs", pairs, "--windows", "2",
+                        "--null-samples", "10", "--no-plot", "--quiet", NULL};
+    rel_gflow(&res, 0, cv);
+    size_t npt = 0;
+    char *pnow = gf_test_slurp(pairs, &npt);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite") && pnow && npt == sizeof pt - 1 &&
+                 !memcmp(pnow, pt, npt),
+             "probe curvature --pairs %s: exit %d, stderr: %s", pairs, res.exit_code, res.err);
+    free(pnow);
+    /* ablate: the study directory <out_dir>/<name> is this run's directory */
+    char abl[900], text[2000];
+    snprintf(abl, sizeof abl, "%s/../out-guard-ablation.ini", rel_runs_dir());
+    snprintf(text, sizeof text, "[ablation]\nname = out-guard\nbase = %s\nout_dir = %s\n[variant r4]\nmodel.r = 4\n",
+             rel_base_recipe(), rel_runs_dir());
+    gf_test_write_file(abl, text, strlen(text));
+    const char *ab[] = {"ablate", abl, "--report", "--quiet", NULL};
+    rel_gflow(&res, 0, ab);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "overwrite") && strstr(res.err, "summary.tsv"),
+             "ablate into a run directory: exit %d, stderr: %s", res.exit_code, res.err);
+    /* the run is as it was */
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    char *ck1 = gf_test_slurp(ck, &n1), *met1 = gf_test_slurp(met, &n2), *sum1 = gf_test_slurp(sum, &n3);
+    GF_CHECK(ck1 && n1 == nck && !memcmp(ck0, ck1, nck), "last.ckpt changed");
+    GF_CHECK(met1 && n2 == nmet && !memcmp(met0, met1, nmet), "metrics.tsv changed");
+    GF_CHECK(sum1 && n3 == nsum && !memcmp(sum0, sum1, nsum), "summary.tsv changed");
+    free(ck0); free(met0); free(sum0); free(ck1); free(met1); free(sum1);
+    /* and the same commands with plain outputs work */
+    char ok[900];
+    snprintf(ok, sizeof ok, "%s/out-guard-compare.png", rel_runs_dir());
+    const char *c[] = {"compare", d, "--plot", ok, NULL};
+    rel_gflow(&res, 0, c);
+    GF_CHECK(res.exit_code == 0, "a plain compare: exit %d: %s", res.exit_code, res.err);
 }
