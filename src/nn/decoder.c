@@ -177,20 +177,27 @@ static int cmp_scored(const void *x, const void *y) {
     return before(*a, *b) ? -1 : before(*b, *a) ? 1 : 0;
 }
 
-/* Partition s[0..n) so that its first k are the k best (in any order): quickselect, O(n). */
-static void select_top(scored *s, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        scored piv = s[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (before(s[i], piv)) i++;
-            while (before(piv, s[j])) j--;
-            if (i <= j) { scored t = s[i]; s[i] = s[j]; s[j] = t; i++; j--; }
+/* The k best of lg (V) into s[0..k) (in no order): one pass with a min-heap of the kept ones, the
+ * worst at s[0]; most ids lose the single comparison with s[0], so this is ~V comparisons. */
+static void select_top(const float *lg, int64_t V, scored *s, int64_t k) {
+    for (int64_t j = 0; j < V; j++) {
+        scored x = {lg[j], (int32_t)j};
+        int64_t i;
+        if (j < k) { /* sift up */
+            for (i = j; i > 0 && before(s[(i - 1) / 2], x); i = (i - 1) / 2) s[i] = s[(i - 1) / 2];
+            s[i] = x;
+            continue;
         }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
+        if (!before(x, s[0])) continue;
+        for (i = 0;;) { /* replace the worst, sift down */
+            int64_t c = 2 * i + 1;
+            if (c >= k) break;
+            if (c + 1 < k && before(s[c], s[c + 1])) c++;
+            if (!before(x, s[c])) break;
+            s[i] = s[c];
+            i = c;
+        }
+        s[i] = x;
     }
 }
 
@@ -205,10 +212,11 @@ int32_t gf_sample_token(const float *lg, int64_t V, double temperature, int64_t 
     scored *s = scratch;
     double *p = (double *)(s + V);
     const int64_t K = top_k > 0 && top_k < V ? top_k : V;
-    for (int64_t j = 0; j < V; j++) s[j] = (scored){lg[j], (int32_t)j};
     if (K < V) {
-        select_top(s, V, K);
+        select_top(lg, V, s, K);
         qsort(s, (size_t)K, sizeof *s, cmp_scored); /* a fixed order of the kept ids */
+    } else {
+        for (int64_t j = 0; j < V; j++) s[j] = (scored){lg[j], (int32_t)j};
     }
     double mx = -INFINITY, z = 0;
     for (int64_t a = 0; a < K; a++) mx = s[a].v > mx ? s[a].v : mx;
