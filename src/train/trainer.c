@@ -3,8 +3,9 @@
  * Determinism: given the seed and the thread count a run is bitwise reproducible, and a run
  * stopped at any checkpoint and resumed writes the same metrics.tsv bytes and weights as an
  * uninterrupted one. The checkpoint carries everything the loop's future depends on: weights,
- * AdamW m/v and step, the loader position (with its shuffle RNG), the dropout RNG, the trainer
- * state below (best validation, early-stop counter, metrics.tsv length to truncate back to).
+ * AdamW m/v and step, the loader position (with its shuffle RNG), the trainer state below
+ * (best validation, early-stop counter, metrics.tsv length to truncate back to). Dropout keys
+ * are derived from (seed, step) at every step, so they need no state.
  *
  * The loop is a short one over gf_train_step() (step.c, which `gflow bench` times too), the
  * evaluation cadence (maybe_eval) and the end of the run (finish_run); what differs between a
@@ -413,9 +414,10 @@ static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all, in
     /* this rank's rows of the global batch (all of it for a single process) */
     in.lo = t->rank * rows / t->world;
     in.n = (t->rank + 1) * rows / t->world - in.lo;
-    if (t->rank > 0) /* distinct dropout masks per rank, reproducible from (seed, step, rank) */
-        gf_rng_seed(&t->s.rng, (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^
-                                   ((uint64_t)(t->state.step + 1) * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)t->rank << 48));
+    /* the step's dropout keys follow from (seed, step) on every rank and the masks from the global
+     * row (dropout.c): any number of ranks, and a resume with another number, draws the same masks */
+    gf_rng_seed(&t->s.rng,
+                (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(t->state.step + 1) * 0x9E3779B97F4A7C15ull));
     gf_step_out out;
     GF_TRY(gf_train_step(&t->s, &t->state.adamw, &t->adamw, &in, &out));
     *stop_all = out.stop_all;
