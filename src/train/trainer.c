@@ -287,8 +287,9 @@ static int mid_epoch_eval_due(const trainer *t) {
     return 0;
 }
 
-/* After a step: the epoch's end evaluates the whole split, a due mid-epoch point evaluates
- * (part of) it; either saves last.ckpt. */
+/* After a step: the epoch's end and the run's last step evaluate the whole split (once: the
+ * final evaluation is this one), a due mid-epoch point evaluates (part of) it; each saves
+ * last.ckpt. */
 static gf_status maybe_eval(trainer *t, int *stop_early) {
     gf_eval_result ev;
     if (t->state.step % t->steps_per_epoch == 0) {
@@ -297,8 +298,9 @@ static gf_status maybe_eval(trainer *t, int *stop_early) {
         t->state.epoch++;
         return save_ckpt(t, "last.ckpt");
     }
-    if (!mid_epoch_eval_due(t)) return GF_OK;
-    int full = t->s.r.train.eval_batches == 0;
+    int last = t->state.step == t->total;
+    if (!last && !mid_epoch_eval_due(t)) return GF_OK;
+    int full = last || t->s.r.train.eval_batches == 0;
     GF_TRY(evaluate(t, full, &ev));
     if (full) GF_TRY(note_full_eval(t, &ev, stop_early));
     return save_ckpt(t, "last.ckpt");
@@ -484,17 +486,18 @@ static gf_status eval_best(trainer *t, gf_eval_result *val, gf_eval_result *test
  * the run finished. */
 static gf_status finish_run(trainer *t) {
     gf_eval_result val, test;
-    /* a run that ended mid-epoch (max_steps, early stop) gets its final full evaluation */
-    if (t->state.step % t->steps_per_epoch != 0) {
-        GF_TRY(evaluate(t, 1, &val));
-        int ignored = 0;
-        GF_TRY(note_full_eval(t, &val, &ignored));
-    }
+    /* the last step was evaluated on the whole split (maybe_eval); the test row is the best
+     * checkpoint's, and carries its step and epoch (the current weights' when none is best) */
     GF_TRY(eval_best(t, &val, &test));
-    int64_t step_now = t->state.step;
-    t->state.step = t->state.best_step;
-    GF_TRY(metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN));
+    int64_t step_now = t->state.step, epoch_now = t->state.epoch;
+    if (t->state.best_step >= 0) {
+        t->state.step = t->state.best_step;
+        t->state.epoch = t->state.best_epoch;
+    }
+    gf_status status = metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN);
     t->state.step = step_now;
+    t->state.epoch = epoch_now;
+    GF_TRY(status);
     if (t->rank == 0) GF_TRY(write_summary(t, &val, &test));
     t->state.finished = 1;
     GF_TRY(save_ckpt(t, "last.ckpt"));
@@ -527,7 +530,6 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
         if (t->world == 1 ? (o->stop_flag && *o->stop_flag) : stop_all) { *interrupted = 1; break; }
         if (o->stop_after > 0 && t->state.step >= o->stop_after) { *interrupted = 1; break; }
         GF_TRY(train_one(t, o, &stop_all, &skipped));
-        if (skipped) continue;
         GF_TRY(maybe_eval(t, &stop_early));
         t->s.ctx.training = 1;
     }

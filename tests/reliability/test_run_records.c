@@ -1,0 +1,83 @@
+/* test_run_records.c — through the real `gflow` binary: what a run directory records (issue 20,
+ * item 21): metrics.tsv evaluates each step once, in step order, with a test row whose step and
+ * epoch are the best checkpoint's. */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void dir_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", rel_runs_dir(), name); }
+
+typedef struct row { long long step, epoch; char split[16], loss[32], ppl_word[32]; } row;
+
+/* metrics.tsv rows (header skipped); returns the count (at most cap) */
+static int read_rows(const char *path, row *rows, int cap) {
+    size_t n = 0;
+    char *s = gf_test_slurp(path, &n);
+    int k = 0;
+    for (char *line = s ? strtok(s, "\n") : NULL; line && k < cap; line = strtok(NULL, "\n")) {
+        row *r = &rows[k];
+        char ppl[32];
+        if (sscanf(line, "%lld\t%lld\t%15s\t%31s\t%31s\t%31s", &r->step, &r->epoch, r->split, r->loss, ppl,
+                   r->ppl_word) == 6)
+            k++;
+    }
+    free(s);
+    return k;
+}
+
+static long long summary_int(const char *dir, const char *key) {
+    char p[900], want[80];
+    snprintf(p, sizeof p, "%s/summary.tsv", dir);
+    snprintf(want, sizeof want, "\n%s\t", key);
+    size_t n = 0;
+    char *s = gf_test_slurp(p, &n);
+    const char *at = s ? strstr(s, want) : NULL;
+    long long v = at ? strtoll(at + strlen(want), NULL, 10) : -999;
+    free(s);
+    return v;
+}
+
+/* Item 21: max_steps a multiple of eval_every: the last step is evaluated once, over the whole
+ * split; rows are in step order but for the final test row, whose step and epoch are the best
+ * checkpoint's (summary.tsv best_step, best_epoch). With partial evaluations and without. */
+GF_TEST(smoke, rel_metrics_rows_once_and_test_row_is_best) {
+    const char *partial[] = {"train.eval_batches=0", "train.eval_batches=3"};
+    for (int c = 0; c < 2; c++) {
+        char name[64], sn[80], d[800], met[900];
+        snprintf(name, sizeof name, "rows%d", c);
+        snprintf(sn, sizeof sn, "run.name=%s", name);
+        dir_of(d, sizeof d, name);
+        const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn, "--set",
+                           "train.max_steps=20", "--set", "train.eval_every=5", "--set", partial[c], NULL};
+        rel_result res;
+        rel_gflow(&res, 0, a);
+        GF_REQUIRE(res.exit_code == 0, "%s: %s", partial[c], res.err);
+        snprintf(met, sizeof met, "%s/metrics.tsv", d);
+        row rows[128];
+        int n = read_rows(met, rows, 128);
+        GF_REQUIRE(n > 20, "%s: %d rows", partial[c], n);
+        int final_valid = 0;
+        for (int i = 0; i < n; i++) {
+            if (!strcmp(rows[i].split, "valid") && rows[i].step == 20) {
+                final_valid++; /* per-word perplexity: only a full evaluation has one */
+                GF_CHECK(strcmp(rows[i].ppl_word, "-") != 0, "%s: the last step's evaluation is partial", partial[c]);
+            }
+            for (int j = 0; j < i; j++)
+                GF_CHECK(strcmp(rows[i].split, rows[j].split) || rows[i].step != rows[j].step,
+                         "%s: two %s rows at step %lld (lines %d and %d)", partial[c], rows[i].split, rows[i].step,
+                         j + 2, i + 2);
+            if (i > 0 && i < n - 1)
+                GF_CHECK(rows[i].step >= rows[i - 1].step, "%s: line %d (step %lld) after step %lld", partial[c],
+                         i + 2, rows[i].step, rows[i - 1].step);
+        }
+        GF_CHECK(final_valid == 1, "%s: %d valid rows at the last step", partial[c], final_valid);
+        const row *t = &rows[n - 1];
+        long long bs = summary_int(d, "best_step"), be = summary_int(d, "best_epoch");
+        GF_CHECK(!strcmp(t->split, "test") && t->step == bs && t->epoch == be - 1,
+                 "%s: the test row (step %lld, epoch %lld) is not the best checkpoint's (best_step %lld, "
+                 "best_epoch %lld)", partial[c], t->step, t->epoch, bs, be);
+    }
+}
