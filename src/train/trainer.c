@@ -41,7 +41,8 @@ typedef struct gf_train_state {
     int64_t metrics_bytes;    /* metrics.tsv length when this state was saved */
     int64_t tokens_seen;
     double train_seconds;     /* wall time in training steps, across resumes */
-    int32_t finished, pad_;
+    int32_t finished;
+    int32_t skipped;          /* steps skipped for a non-finite value ([train] nonfinite = skip) */
 } gf_train_state;
 
 typedef struct trainer {
@@ -62,6 +63,8 @@ typedef struct trainer {
     int64_t steps_here;       /* steps done by this process */
     int lock_fd;              /* rank 0: flock on <dir>/.lock, held for the whole run (-1: none) */
     char *ckpt_recipe;        /* resume: the recipe text stored in last.ckpt */
+    int64_t ckpt_step;        /* step of last.ckpt on disk (-1: none yet) */
+    double t_saved;           /* wall clock of the last save of last.ckpt (or the start): [train] save_every_min */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -111,8 +114,7 @@ static gf_status metrics_line(trainer *t, const char *split, double loss, double
     return GF_OK;
 }
 
-static gf_status save_ckpt(trainer *t, const char *name) {
-    if (t->rank != 0) return GF_OK;
+static gf_status write_ckpt(trainer *t, const char *name) {
     fflush(t->metrics);
     t->state.metrics_bytes = (int64_t)ftell(t->metrics);
     gf_ckpt_meta m;
@@ -135,6 +137,25 @@ static gf_status save_ckpt(trainer *t, const char *name) {
     if (!status) status = gf_ckpt_save(path, t->s.params, &m);
     gf_ckpt_meta_free(&m);
     return status;
+}
+
+/* Rank 0 writes; every rank keeps count of last.ckpt (a failed save on rank 0 ends the job). */
+static gf_status save_ckpt(trainer *t, const char *name) {
+    GF_TRY(t->rank == 0 ? write_ckpt(t, name) : GF_OK);
+    if (!strcmp(name, "last.ckpt")) {
+        t->ckpt_step = t->state.step;
+        t->t_saved = gf_time_now();
+    }
+    return GF_OK;
+}
+
+/* What a run that stops on an error leaves to resume from, for its message. */
+static void ckpt_note(const trainer *t, char *buf, size_t cap) {
+    if (t->rank > 0) snprintf(buf, cap, "rank 0 names the checkpoint left");
+    else if (t->ckpt_step >= 0)
+        snprintf(buf, cap, "the last checkpoint, %s/last.ckpt (step %lld), is intact", t->dir, (long long)t->ckpt_step);
+    else snprintf(buf, cap, "no checkpoint was written yet, so nothing in %s resumes (the run starts again from "
+                  "step 0)", t->dir);
 }
 
 /* The whole file, NUL-terminated (*n: its length); NULL with errno set on failure. */
@@ -306,6 +327,19 @@ static gf_status maybe_eval(trainer *t, int *stop_early) {
     return save_ckpt(t, "last.ckpt");
 }
 
+/* [train] save_every (steps) and save_every_min (minutes since the last save): last.ckpt
+ * between evaluations too, so a kill loses little. The clock decides only when a save happens;
+ * a save changes nothing the run computes, so the run is the same whenever it saves. */
+static gf_status maybe_save(trainer *t) {
+    const gf_recipe *r = &t->s.r;
+    if (t->ckpt_step == t->state.step) return GF_OK;
+    int due = r->train.save_every > 0 && t->state.step % r->train.save_every == 0;
+    /* rank 0 alone keeps the clock (the other ranks write nothing) */
+    if (t->rank == 0 && r->train.save_every_min > 0 && gf_time_now() - t->t_saved >= 60.0 * r->train.save_every_min)
+        due = 1;
+    return due ? save_ckpt(t, "last.ckpt") : GF_OK;
+}
+
 static void fmt_eta(char *buf, size_t cap, double s) {
     if (!isfinite(s) || s < 0) { snprintf(buf, cap, "?"); return; }
     long h = (long)(s / 3600), m = (long)(fmod(s, 3600) / 60), sec = (long)fmod(s, 60);
@@ -329,6 +363,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
             gf_block_name(r->model.block), (long long)t->s.params->n);
     fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
             (long long)gf_tokenizer_vocab_size(t->s.tok), (long long)t->state.step, (long long)t->state.epoch);
+    fprintf(f, "skipped_steps\t%d\n", (int)t->state.skipped);
     fprintf(f, "best_step\t%lld\nbest_epoch\t%lld\n", (long long)t->state.best_step,
             (long long)t->state.best_epoch + 1);
     t->s.task->summary(&t->s, f, val, test);
@@ -369,6 +404,7 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
                               "gflow version?)", cpath);
     if (!status) {
         memcpy(&t->state, m.optim.data, sizeof t->state);
+        t->ckpt_step = t->state.step;
         t->ckpt_recipe = m.recipe ? strdup(m.recipe) : NULL;
         memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
         status = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
@@ -403,9 +439,33 @@ static void log_step(const trainer *t, float loss, double lr, double grad_norm) 
             per * 1e3, (double)(t->B * t->L) / per, eta);
 }
 
-/* One training step on the next batch, with its metrics and speed lines. *skipped: a
- * non-finite value skipped the update ([train] nonfinite = skip). */
-static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all, int *skipped) {
+/* A step with a non-finite loss or gradient: stop, or ([train] nonfinite = skip) count it, and
+ * stop once more than [train] max_skip_frac of the run's steps were skipped. */
+static gf_status nonfinite_step(trainer *t, const gf_step_in *in, const gf_step_out *out) {
+    const gf_recipe *r = &t->s.r;
+    char note[1400];
+    ckpt_note(t, note, sizeof note);
+    if (r->train.nonfinite == GF_NONFINITE_STOP)
+        return gf_error_set(GF_E_NONFINITE, "step %lld: non-finite value in %s (loss %g, grad norm %g); stopped, %s "
+                            "([train] nonfinite = skip skips such steps)", (long long)t->state.step + 1, out->nonfinite,
+                            (double)out->loss, out->grad_norm, note);
+    if (t->log)
+        fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n", (long long)t->state.step + 1,
+                out->nonfinite);
+    t->state.step++;
+    t->state.skipped++;
+    GF_TRY(metrics_line(t, "train", out->loss, NAN, NAN, NAN, in->lr, out->grad_norm));
+    int64_t allowed = (int64_t)floor(r->train.max_skip_frac * (double)t->total);
+    if (t->state.skipped > allowed)
+        return gf_error_set(GF_E_NONFINITE, "step %lld: %d steps skipped for non-finite values (the last in %s), more "
+                            "than [train] max_skip_frac = %g of the run's %lld steps allows (%lld); stopped, %s",
+                            (long long)t->state.step, (int)t->state.skipped, out->nonfinite, r->train.max_skip_frac,
+                            (long long)t->total, (long long)allowed, note);
+    return GF_OK;
+}
+
+/* One training step on the next batch, with its metrics and speed lines. */
+static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all) {
     const gf_recipe *r = &t->s.r;
     int64_t rows = 0;
     GF_TRY(gf_session_next(&t->s, &rows));
@@ -423,19 +483,7 @@ static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all, in
     gf_step_out out;
     GF_TRY(gf_train_step(&t->s, &t->state.adamw, &t->adamw, &in, &out));
     *stop_all = out.stop_all;
-    *skipped = out.nonfinite != NULL;
-    if (out.nonfinite) {
-        if (r->train.nonfinite == GF_NONFINITE_STOP)
-            return gf_error_set(GF_E_NONFINITE,
-                                "step %lld: non-finite value in %s (loss %g, grad norm %g); stopped, the last "
-                                "checkpoint in %s is intact ([train] nonfinite = skip skips such steps)",
-                                (long long)t->state.step + 1, out.nonfinite, (double)out.loss, out.grad_norm, t->dir);
-        if (t->log)
-            fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n", (long long)t->state.step + 1,
-                    out.nonfinite);
-        t->state.step++;
-        return metrics_line(t, "train", out.loss, NAN, NAN, NAN, in.lr, out.grad_norm);
-    }
+    if (out.nonfinite) return nonfinite_step(t, &in, &out);
     t->state.step++;
     t->state.tokens_seen += rows * t->L;
     double dt = gf_time_now() - t0;
@@ -505,6 +553,9 @@ static gf_status finish_run(trainer *t) {
                       .best_epoch = t->state.best_epoch, .tokens_per_s = tokens_per_s(t),
                       .seconds = gf_time_now() - t->t_start};
     if (t->log) t->s.task->log_done(&t->s, &end);
+    if (t->log && t->state.skipped)
+        fprintf(stderr, "warning: %d of %lld steps were skipped for non-finite values ([train] nonfinite = skip; "
+                "summary.tsv: skipped_steps)\n", (int)t->state.skipped, (long long)t->state.step);
     return GF_OK;
 }
 
@@ -523,14 +574,16 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     }
     if (t->log) log_start(t);
     t->t_start = gf_time_now();
-    int stop_early = 0, stop_all = 0, skipped = 0;
+    int stop_early = 0, stop_all = 0;
+    t->t_saved = gf_time_now();
     t->s.ctx.training = 1;
     while (t->state.step < t->total && !stop_early) {
         /* ranks see a signal at different moments: with N > 1 they stop on the flag they agreed on */
         if (t->world == 1 ? (o->stop_flag && *o->stop_flag) : stop_all) { *interrupted = 1; break; }
         if (o->stop_after > 0 && t->state.step >= o->stop_after) { *interrupted = 1; break; }
-        GF_TRY(train_one(t, o, &stop_all, &skipped));
+        GF_TRY(train_one(t, o, &stop_all));
         GF_TRY(maybe_eval(t, &stop_early));
+        GF_TRY(maybe_save(t));
         t->s.ctx.training = 1;
     }
     if (!*interrupted) return finish_run(t);
@@ -549,6 +602,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     t->world = gf_dist_size();
     t->log = !o->quiet && t->rank == 0;
     t->last_full_step = -1;
+    t->ckpt_step = -1;
     t->lock_fd = -1;
     gf_status status = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!status) {
