@@ -406,6 +406,10 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
         memcpy(&t->state, m.optim.data, sizeof t->state);
         t->ckpt_step = t->state.step;
         t->ckpt_recipe = m.recipe ? strdup(m.recipe) : NULL;
+        /* later saves keep the run's recipe text: a newer build resolves keys the run's
+         * recipe.ini lacks, and the next resume compares the two */
+        char *same = t->ckpt_recipe ? strdup(t->ckpt_recipe) : NULL;
+        if (same) { free(t->recipe_text); t->recipe_text = same; }
         memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
         status = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
         if (status) gf_error_wrap(status, "%s: loader state: ", cpath);

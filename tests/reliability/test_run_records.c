@@ -1,7 +1,9 @@
 /* test_run_records.c — through the real `gflow` binary: what a run directory records (issue 20,
  * item 21): metrics.tsv evaluates each step once, in step order, with a test row whose step and
- * epoch are the best checkpoint's. */
+ * epoch are the best checkpoint's; a run whose recipe predates a key resumes as often as needed. */
 #include "gf_test.h"
+#include "gflow/checkpoint.h"
+#include "gflow/session.h"
 #include "rel_util.h"
 
 #include <stdio.h>
@@ -79,5 +81,54 @@ GF_TEST(smoke, rel_metrics_rows_once_and_test_row_is_best) {
         GF_CHECK(!strcmp(t->split, "test") && t->step == bs && t->epoch == be - 1,
                  "%s: the test row (step %lld, epoch %lld) is not the best checkpoint's (best_step %lld, "
                  "best_epoch %lld)", partial[c], t->step, t->epoch, bs, be);
+    }
+}
+
+/* Drop the line "<line>\n" from text in place; 1 when it was there. */
+static int drop_line(char *text, const char *line) {
+    size_t n = strlen(line);
+    for (char *p = text; (p = strstr(p, line)); p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n') {
+            memmove(p, p + n + 1, strlen(p + n + 1) + 1);
+            return 1;
+        }
+    return 0;
+}
+
+/* A run started by a build that knew fewer keys (its recipe.ini and last.ckpt lack
+ * [train] save_every_min): each resume saves the run's own recipe text again, so the next
+ * resume still finds the checkpoint's recipe equal to recipe.ini. */
+GF_TEST(smoke, rel_resume_keeps_the_run_recipe_text) {
+    char d[800], ck[900], ini[900];
+    dir_of(d, sizeof d, "oldkeys");
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(ini, sizeof ini, "%s/recipe.ini", d);
+    rel_result res;
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=oldkeys",
+                       "--stop-after", "5", NULL};
+    rel_gflow(&res, 0, a);
+    GF_REQUIRE(res.exit_code == 0, "first part: %s", res.err);
+    /* rewrite both as the older build wrote them */
+    const char *key = "save_every_min = 5";
+    size_t n = 0;
+    char *text = gf_test_slurp(ini, &n);
+    GF_REQUIRE(text && drop_line(text, key), "recipe.ini has '%s'", key);
+    gf_test_write_file(ini, text, strlen(text));
+    free(text);
+    gf_session s;
+    GF_REQUIRE_OK(gf_session_from_ckpt(&s, ck));
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    GF_REQUIRE_OK(gf_ckpt_peek(ck, &m));
+    GF_REQUIRE(m.recipe && drop_line(m.recipe, key), "last.ckpt's recipe has '%s'", key);
+    GF_CHECK_OK(gf_ckpt_save(ck, s.params, &m));
+    gf_ckpt_meta_free(&m);
+    gf_session_close(&s);
+    const char *steps[] = {"10", "15"};
+    for (int i = 0; i < 2; i++) {
+        const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", steps[i], NULL};
+        rel_gflow(&res, 0, r);
+        GF_CHECK(res.exit_code == 0, "resume %d of a run without %s: exit %d, stderr: %s", i + 1, key, res.exit_code,
+                 res.err);
     }
 }
