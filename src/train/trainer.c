@@ -90,6 +90,9 @@ static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", t->dir, name);
 }
 
+/* continues a checkpoint (--resume of a run stopped before its first starts afresh) */
+static int resuming(const gf_train_opts *o) { return o->resume_dir && !o->restart; }
+
 
 static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
     if (isnan(v)) snprintf(buf, cap, "-");
@@ -232,6 +235,22 @@ static gf_status check_resume(const trainer *t, const char *mpath, const char *c
     return GF_OK;
 }
 
+/* A fresh run may not replace another: a run with a checkpoint is resumed, one stopped before
+ * its first starts again through --resume (from its recipe.ini). */
+static gf_status check_fresh(const trainer *t, const gf_train_opts *o, const char *cpath, const char *mpath) {
+    if (o->restart && access(cpath, F_OK) == 0)
+        return gf_error_set(GF_E_INVALID, "%s appeared while starting the run again: resume it with `gflow train "
+                            "--resume %s`", cpath, t->dir);
+    if (o->overwrite || o->restart || (access(cpath, F_OK) != 0 && access(mpath, F_OK) != 0)) return GF_OK;
+    if (access(cpath, F_OK) != 0)
+        return gf_error_set(GF_E_INVALID, "run directory %s holds a run stopped before its first checkpoint (no "
+                            "last.ckpt): start it again with `gflow train --resume %s` (from step 0, with its "
+                            "recipe.ini), or pass --overwrite to start this recipe there", t->dir, t->dir);
+    return gf_error_set(GF_E_INVALID,
+                        "run directory %s already holds a run: continue it with `gflow train --resume %s`, "
+                        "or pick another name (--set run.name=...), or pass --overwrite", t->dir, t->dir);
+}
+
 static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     GF_TRY(gf_mkdir_p(t->dir));
     char mpath[1100], cpath[1100], rpath[1100], spath[1100];
@@ -239,12 +258,8 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     path_in(t, "last.ckpt", cpath, sizeof cpath);
     path_in(t, "recipe.ini", rpath, sizeof rpath);
     path_in(t, "speed.tsv", spath, sizeof spath);
-    if (!o->resume_dir) {
-        if (!o->overwrite && (access(cpath, F_OK) == 0 || access(mpath, F_OK) == 0))
-            return gf_error_set(GF_E_INVALID,
-                                "run directory %s already holds a run: continue it with `gflow train --resume %s`, "
-                                "or pick another name (--set run.name=...), or pass --overwrite",
-                                t->dir, t->dir);
+    if (!resuming(o)) {
+        GF_TRY(check_fresh(t, o, cpath, mpath));
         char bpath[1100];
         path_in(t, "best.ckpt", bpath, sizeof bpath);
         remove(cpath);
@@ -376,7 +391,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
 /* Rank 0 locks the run directory before it reads or writes anything in it, so two processes
  * (a --resume or an --overwrite while the run is still training) cannot interleave. */
 static gf_status lock_run_dir(trainer *t, const gf_train_opts *o) {
-    if (!o->resume_dir) GF_TRY(gf_mkdir_p(t->dir));
+    if (!resuming(o)) GF_TRY(gf_mkdir_p(t->dir));
     return gf_dir_lock(t->dir, &t->lock_fd);
 }
 
@@ -387,10 +402,13 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
     t->total = r->train.epochs * t->steps_per_epoch;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
     gf_recipe_optim_cfg(r, &t->adamw, &t->sched);
-    if (!o->resume_dir) {
+    if (!resuming(o)) {
         gf_adamw_reset(t->s.params, &t->state.adamw);
         t->state.best_val = INFINITY;
         t->state.best_step = t->state.best_epoch = -1;
+        if (o->restart && t->log)
+            fprintf(stderr, "resume: %s has no last.ckpt (stopped before its first checkpoint): starting it again "
+                    "from step 0 with its recipe.ini\n", t->dir);
         return GF_OK;
     }
     char cpath[1100];

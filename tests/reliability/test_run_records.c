@@ -1,16 +1,117 @@
-/* test_run_records.c — through the real `gflow` binary: what a run directory records (issue 20,
- * item 21): metrics.tsv evaluates each step once, in step order, with a test row whose step and
- * epoch are the best checkpoint's; a run whose recipe predates a key resumes as often as needed. */
+/* test_run_records.c — through the real `gflow` binary: what a run directory records and what
+ * --resume continues (issue 20, items 17, 21): a run killed before its first checkpoint starts
+ * again through --resume and ends as an uninterrupted run; metrics.tsv evaluates each step once,
+ * in step order, with a test row whose step and epoch are the best checkpoint's; a run whose
+ * recipe predates a key resumes as often as needed. */
 #include "gf_test.h"
 #include "gflow/checkpoint.h"
 #include "gflow/session.h"
 #include "rel_util.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static void dir_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", rel_runs_dir(), name); }
+
+static void copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *b = gf_test_slurp(from, &n);
+    if (b) gf_test_write_file(to, b, n);
+    free(b);
+}
+
+static int count_lines(const char *path) {
+    size_t n = 0;
+    char *b = gf_test_slurp(path, &n);
+    int k = 0;
+    for (size_t i = 0; b && i < n; i++) k += b[i] == '\n';
+    free(b);
+    return k;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Item 17: a run killed before its first checkpoint (metrics.tsv rows, no last.ckpt). A new
+ * `train` into it names both ways on; `--resume` starts it again from step 0 with its
+ * recipe.ini and ends byte-identical to an uninterrupted run. */
+GF_TEST(smoke, rel_resume_restarts_run_killed_before_first_checkpoint) {
+    char d[800], ref[800], ck[900], met[900], log[900], p[900];
+    dir_of(d, sizeof d, "nock");
+    dir_of(ref, sizeof ref, "nock-ref");
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    snprintf(log, sizeof log, "%s/nock.log", rel_runs_dir());
+    /* no evaluation before the epoch's end (step 66 of this corpus), and saves only there */
+    const char *ra[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=nock-ref", "--set",
+                        "train.eval_every=0", "--set", "train.max_steps=80", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, ra);
+    GF_REQUIRE(res.exit_code == 0, "reference run: %s", res.err);
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=nock", "--set",
+                       "train.eval_every=0", "--set", "train.max_steps=80", NULL};
+    unlink(ck);
+    unlink(met);
+    pid_t pid = rel_gflow_spawn(log, a);
+    GF_REQUIRE(pid > 0, "spawn");
+    int status = 0, gone = 0;
+    for (int i = 0; i < 20000 && count_lines(met) < 4; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) { gone = 1; break; }
+        sleep_ms(1);
+    }
+    if (!gone) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    GF_REQUIRE(!gone && access(ck, F_OK) != 0 && count_lines(met) >= 4,
+               "the run was not killed between its first rows and its first checkpoint (see %s)", log);
+    const char *b[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=nock", "--set", "train.eval_every=0",
+                       "--set", "train.max_steps=80", NULL};
+    rel_gflow(&res, 0, b);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "first checkpoint") &&
+                 strstr(res.err, "--resume") && strstr(res.err, "--overwrite"),
+             "a new train into the run: exit %d, stderr: %s", res.exit_code, res.err);
+    const char *r[] = {"train", "--resume", d, "--quiet", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 0, "--resume of a run without a checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+    snprintf(p, sizeof p, "%s/metrics.tsv", ref);
+    GF_CHECK(rel_files_equal(p, met), "metrics.tsv differs from the uninterrupted run");
+    const char *why;
+    snprintf(p, sizeof p, "%s/last.ckpt", ref);
+    GF_CHECK(rel_ckpt_weights_equal(p, ck, &why), "last.ckpt: %s", why);
+    /* a best.ckpt without last.ckpt: a checkpoint was lost, not never written; nothing restarts */
+    char lost[900], q[1000];
+    dir_of(lost, sizeof lost, "nock-lost");
+    mkdir(lost, 0755);
+    snprintf(p, sizeof p, "%s/recipe.ini", d);
+    snprintf(q, sizeof q, "%s/recipe.ini", lost);
+    copy_file(p, q);
+    snprintf(p, sizeof p, "%s/best.ckpt", ref);
+    snprintf(q, sizeof q, "%s/best.ckpt", lost);
+    copy_file(p, q);
+    const char *l[] = {"train", "--resume", lost, "--quiet", NULL};
+    rel_gflow(&res, 0, l);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, q),
+             "--resume with best.ckpt but no last.ckpt: exit %d, stderr: %s", res.exit_code, res.err);
+    snprintf(q, sizeof q, "%s/metrics.tsv", lost);
+    GF_CHECK(access(q, F_OK) != 0, "%s was written", q);
+    /* a directory that holds no run is still an error naming the checkpoint */
+    char empty[900];
+    dir_of(empty, sizeof empty, "nock-empty");
+    mkdir(empty, 0755);
+    const char *e[] = {"train", "--resume", empty, "--quiet", NULL};
+    rel_gflow(&res, 0, e);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "last.ckpt"),
+             "--resume of an empty directory: exit %d, stderr: %s", res.exit_code, res.err);
+}
 
 typedef struct row { long long step, epoch; char split[16], loss[32], ppl_word[32]; } row;
 
