@@ -22,6 +22,7 @@
 typedef struct gf_train_opts {
     const char *resume_dir;  /* resume from <dir>/last.ckpt (recipe taken from the checkpoint) */
     int restart;             /* resume_dir has no checkpoint yet: start its run again from step 0 */
+    int allow_data_change;   /* resume even when a data file's sha256 differs from last.ckpt's record */
     int64_t stop_after;      /* > 0: save last.ckpt and stop once this many steps are done (resume test) */
     int quiet;               /* no progress lines */
     int overwrite;           /* allow a fresh run into an existing directory (replaces its files) */

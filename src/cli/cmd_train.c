@@ -12,7 +12,7 @@ static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
 static void help(void) {
     printf("usage: gflow train RECIPE [--set section.key=value]... [--overwrite] [--quiet]\n"
-           "       gflow train --resume RUN_DIR [--stop-after STEPS]\n\n"
+           "       gflow train --resume RUN_DIR [--stop-after STEPS] [--allow-data-change]\n\n"
            "  Trains the model the recipe describes and writes the run to <out_dir>/<name>/:\n"
            "  recipe.ini, metrics.tsv, speed.tsv, last.ckpt, best.ckpt, summary.tsv.\n"
            "  Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves last.ckpt and exits;\n"
@@ -20,7 +20,9 @@ static void help(void) {
            "  --set k=v        override one recipe key (repeatable), e.g. --set model.r=16\n"
            "  --resume DIR     continue the run in DIR with the recipe stored in its checkpoint; a run\n"
            "                   stopped before its first checkpoint starts again from step 0 with its\n"
-           "                   recipe.ini\n"
+           "                   recipe.ini. Refused when a data file (a split, the tokenizer corpus)\n"
+           "                   differs from the sha256 that last.ckpt recorded\n"
+           "  --allow-data-change  resume on changed data anyway (its rows no longer continue the run's)\n"
            "  --stop-after N   stop (resumably) after N optimizer steps in total\n"
            "  --overwrite      start afresh in a run directory that already holds a run\n"
            "  --quiet          no progress lines\n\n"
@@ -65,6 +67,7 @@ int gf_cmd_train(int argc, char **argv) {
             if (*end || o.stop_after <= 0) { fprintf(stderr, "gflow train: --stop-after needs a positive integer, got '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }
         }
         else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
+        else if (!strcmp(a, "--allow-data-change")) o.allow_data_change = 1;
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (a[0] == '-') { fprintf(stderr, "gflow train: unknown option '%s' (or missing value)\n", a); free(sets); return GF_EXIT_USAGE; }
         else if (!recipe) recipe = a;

@@ -45,6 +45,11 @@ typedef struct gf_train_state {
     int32_t skipped;          /* steps skipped for a non-finite value ([train] nonfinite = skip) */
 } gf_train_state;
 
+/* The files a run's results depend on, by role; their sha256 go into every checkpoint, and a
+ * resume on changed data is refused (its validation rows would not continue the run's). */
+enum { DATA_ROLES = 4 };
+static const char *const data_role[DATA_ROLES] = {"train", "valid", "test", "tokenizer"};
+
 typedef struct trainer {
     gf_session s;
     gf_train_state state;
@@ -65,6 +70,8 @@ typedef struct trainer {
     char *ckpt_recipe;        /* resume: the recipe text stored in last.ckpt */
     int64_t ckpt_step;        /* step of last.ckpt on disk (-1: none yet) */
     double t_saved;           /* wall clock of the last save of last.ckpt (or the start): [train] save_every_min */
+    char data_sha[DATA_ROLES][65];  /* rank 0: sha256 of the run's data files now ("": missing) */
+    char ckpt_sha[DATA_ROLES][65];  /* resume: those recorded in last.ckpt ("": not recorded) */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -135,6 +142,11 @@ static gf_status write_ckpt(trainer *t, const char *name) {
     char vocab[32];
     snprintf(vocab, sizeof vocab, "%lld", (long long)gf_tokenizer_vocab_size(t->s.tok));
     if (!status) status = gf_ckpt_meta_set_kv(&m, "vocab", vocab);
+    for (int i = 0; i < DATA_ROLES && !status; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "data.%s.sha256", data_role[i]);
+        if (t->data_sha[i][0]) status = gf_ckpt_meta_set_kv(&m, key, t->data_sha[i]);
+    }
     char path[1100];
     path_in(t, name, path, sizeof path);
     if (!status) status = gf_ckpt_save(path, t->s.params, &m);
@@ -159,6 +171,44 @@ static void ckpt_note(const trainer *t, char *buf, size_t cap) {
         snprintf(buf, cap, "the last checkpoint, %s/last.ckpt (step %lld), is intact", t->dir, (long long)t->ckpt_step);
     else snprintf(buf, cap, "no checkpoint was written yet, so nothing in %s resumes (the run starts again from "
                   "step 0)", t->dir);
+}
+
+static void data_path(const trainer *t, int role, char *path, size_t cap) {
+    if (role < DATA_ROLES - 1) gf_session_split_path(&t->s, (gf_split)role, path, cap);
+    else snprintf(path, cap, "%s/%s", gf_recipe_data_dir(&t->s.r), t->s.r.tokenizer.train_file);
+}
+
+/* sha256 of each data file ("" when it is missing: loading it reports that) */
+static gf_status hash_data(trainer *t) {
+    char path[DATA_ROLES][1024];
+    for (int i = 0; i < DATA_ROLES; i++) {
+        data_path(t, i, path[i], sizeof path[i]);
+        t->data_sha[i][0] = 0;
+        for (int j = 0; j < i; j++) /* the tokenizer's corpus is usually the train split: hash it once */
+            if (!strcmp(path[i], path[j])) memcpy(t->data_sha[i], t->data_sha[j], sizeof t->data_sha[i]);
+        if (!t->data_sha[i][0] && access(path[i], F_OK) == 0) GF_TRY(gf_sha256_file(path[i], NULL, t->data_sha[i]));
+    }
+    return GF_OK;
+}
+
+/* Resume: each data file must be the one last.ckpt recorded (a checkpoint of an older build
+ * records none); --allow-data-change continues on changed data, and says so. */
+static gf_status check_data(const trainer *t, const gf_train_opts *o, const char *cpath) {
+    static const char *const what[DATA_ROLES] = {"train split", "validation split", "test split", "tokenizer corpus"};
+    for (int i = 0; i < DATA_ROLES; i++) {
+        if (!t->ckpt_sha[i][0] || !t->data_sha[i][0] || !strcmp(t->ckpt_sha[i], t->data_sha[i])) continue;
+        char path[1024];
+        data_path(t, i, path, sizeof path);
+        if (!o->allow_data_change)
+            return gf_error_set(GF_E_INVALID, "%s: the %s changed since %s was written (sha256 %s then, %s now): the "
+                                "resumed run would not continue this one (its validation rows would differ); restore "
+                                "the file, or pass --allow-data-change to continue on the new data", path, what[i],
+                                cpath, t->ckpt_sha[i], t->data_sha[i]);
+        if (t->log)
+            fprintf(stderr, "warning: %s: the %s changed since %s was written (sha256 %s then, %s now); continuing on "
+                    "it (--allow-data-change)\n", path, what[i], cpath, t->ckpt_sha[i], t->data_sha[i]);
+    }
+    return GF_OK;
 }
 
 /* The whole file, NUL-terminated (*n: its length); NULL with errno set on failure. */
@@ -253,6 +303,7 @@ static gf_status check_fresh(const trainer *t, const gf_train_opts *o, const cha
 
 static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     GF_TRY(gf_mkdir_p(t->dir));
+    GF_TRY(hash_data(t));
     char mpath[1100], cpath[1100], rpath[1100], spath[1100];
     path_in(t, "metrics.tsv", mpath, sizeof mpath);
     path_in(t, "last.ckpt", cpath, sizeof cpath);
@@ -277,6 +328,7 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     }
     /* resume: metrics.tsv is cut back to what the checkpoint had seen */
     GF_TRY(check_resume(t, mpath, cpath, rpath));
+    GF_TRY(check_data(t, o, cpath));
     if (truncate(mpath, (off_t)t->state.metrics_bytes) != 0)
         return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
                             (long long)t->state.metrics_bytes, strerror(errno));
@@ -428,6 +480,12 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
          * recipe.ini lacks, and the next resume compares the two */
         char *same = t->ckpt_recipe ? strdup(t->ckpt_recipe) : NULL;
         if (same) { free(t->recipe_text); t->recipe_text = same; }
+        for (int i = 0; i < DATA_ROLES; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "data.%s.sha256", data_role[i]);
+            const char *v = gf_ckpt_meta_get_kv(&m, key);
+            snprintf(t->ckpt_sha[i], sizeof t->ckpt_sha[i], "%s", v && strlen(v) == 64 ? v : "");
+        }
         memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
         status = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
         if (status) gf_error_wrap(status, "%s: loader state: ", cpath);

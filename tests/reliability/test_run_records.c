@@ -1,10 +1,12 @@
 /* test_run_records.c — through the real `gflow` binary: what a run directory records and what
- * --resume continues (issue 20, items 17, 21): a run killed before its first checkpoint starts
- * again through --resume and ends as an uninterrupted run; metrics.tsv evaluates each step once,
- * in step order, with a test row whose step and epoch are the best checkpoint's; a run whose
- * recipe predates a key resumes as often as needed. */
+ * --resume continues (issue 20, items 15, 17, 21): a resume on changed data is refused naming
+ * the file and both sha256; a run killed before its first checkpoint starts again through
+ * --resume and ends as an uninterrupted run; metrics.tsv evaluates each step once, in step
+ * order, with a test row whose step and epoch are the best checkpoint's; a run whose recipe
+ * predates a key resumes as often as needed. */
 #include "gf_test.h"
 #include "gflow/checkpoint.h"
+#include "gflow/data.h"
 #include "gflow/session.h"
 #include "rel_util.h"
 
@@ -33,6 +35,61 @@ static int count_lines(const char *path) {
     for (size_t i = 0; b && i < n; i++) k += b[i] == '\n';
     free(b);
     return k;
+}
+
+/* Item 15: a data file that changed after the checkpoint was written: --resume exits 1 with one
+ * line naming the file and both sha256, and leaves the run directory as it was;
+ * --allow-data-change continues (and says so). */
+GF_TEST(smoke, rel_resume_refuses_changed_data) {
+    char dd[800], p[900], q[900], d[800], ck[900], met[900], sd[1000], sc[1000];
+    snprintf(dd, sizeof dd, "%s/../dchg-data", rel_runs_dir());
+    mkdir(dd, 0755);
+    const char *files[] = {"train.txt", "valid.txt", "test.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", rel_data_dir(), files[i]);
+        snprintf(q, sizeof q, "%s/%s", dd, files[i]);
+        copy_file(p, q);
+    }
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    snprintf(sc, sizeof sc, "tokenizer.cache_dir=%s/cache", dd); /* its own caches: the shared ones stay valid */
+    dir_of(d, sizeof d, "dchg");
+    rel_result res;
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=dchg", "--set", sd,
+                       "--set", sc, "--stop-after", "10", NULL};
+    rel_gflow(&res, 0, a);
+    GF_REQUIRE(res.exit_code == 0, "first part: %s", res.err);
+    char valid[900], before[65], after[65];
+    snprintf(valid, sizeof valid, "%s/valid.txt", dd);
+    GF_REQUIRE_OK(gf_sha256_file(valid, NULL, before));
+    FILE *f = fopen(valid, "a");
+    GF_REQUIRE(f, "append to %s", valid);
+    fputs(" the cat sees the moon . \n", f);
+    fclose(f);
+    GF_REQUIRE_OK(gf_sha256_file(valid, NULL, after));
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(met, sizeof met, "%s/metrics.tsv", d);
+    char ckeep[900], mkeep[900];
+    snprintf(ckeep, sizeof ckeep, "%s/dchg-ckpt-copy", rel_runs_dir());
+    snprintf(mkeep, sizeof mkeep, "%s/dchg-metrics-copy", rel_runs_dir());
+    copy_file(ck, ckeep);
+    copy_file(met, mkeep);
+    const char *r[] = {"train", "--resume", d, "--quiet", "--stop-after", "15", NULL};
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, valid) && strstr(res.err, before) &&
+                 strstr(res.err, after) && strstr(res.err, "--allow-data-change"),
+             "resume on changed data: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(rel_files_equal(ck, ckeep) && rel_files_equal(met, mkeep), "the run directory changed");
+    const char *ra[] = {"train", "--resume", d, "--stop-after", "15", "--allow-data-change", NULL};
+    rel_gflow(&res, 0, ra);
+    GF_CHECK((res.exit_code == 0 || res.exit_code == 130) && strstr(res.err, "warning") && strstr(res.err, valid),
+             "resume with --allow-data-change: exit %d, stderr: %.2000s", res.exit_code, res.err);
+    /* unchanged data resumes as before */
+    const char *b[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=dchg", "--set", sd,
+                       "--set", sc, "--stop-after", "10", NULL};
+    rel_gflow(&res, 0, b);
+    GF_REQUIRE(res.exit_code == 0, "second run: %s", res.err);
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 0, "resume on the same data: exit %d, stderr: %s", res.exit_code, res.err);
 }
 
 static void sleep_ms(long ms) {
