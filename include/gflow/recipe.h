@@ -110,6 +110,9 @@ typedef struct gf_recipe {
         gf_nonfinite_policy nonfinite;
         int64_t early_stop_patience;
         int64_t evals_per_epoch;         /* 0: eval_every / epoch end only */
+        int64_t save_every;              /* last.ckpt every N steps too; 0: off */
+        double save_every_min;           /* last.ckpt after this many minutes without a save; 0: off */
+        double max_skip_frac;            /* nonfinite = skip: stop past this fraction of the steps */
     } train;
     struct {
         int64_t batch_size;              /* resolved: never 0 */

@@ -68,6 +68,10 @@ typedef struct gf_ctx {
     int grad_enabled;     /* 0: no-grad mode, nothing recorded */
     int training;         /* dropout active */
     gf_rng *rng;          /* dropout draws one key per op from here */
+    /* The forward computes rows [batch_row0, batch_row0 + batch_rows) of a global batch (0, 0:
+     * all of it); dropout keys its masks by global row, so a data-parallel rank draws the masks
+     * the single process draws for those rows. */
+    int64_t batch_row0, batch_rows;
     int profile;
     gf_profile prof;
 } gf_ctx;

@@ -5,8 +5,13 @@
  * uninterrupted one), speed.tsv (timings), last.ckpt, best.ckpt, summary.tsv (written at the end).
  *
  * metrics.tsv columns: step  epoch  split  loss  ppl  ppl_word  acc  lr  gnorm
+ *   step, epoch: of the weights the row describes (epoch 0-based)
  *   split "train": loss of that step's batch; lr and gnorm of the step
- *   split "valid"/"test": evaluation over the split (or eval_batches batches of it);
+ *   split "valid": evaluation over the validation split (or eval_batches batches of it) after
+ *     that step; the run's last step is evaluated once, over the whole split
+ *   split "test": the last row, once the run has finished: the best checkpoint (best.ckpt,
+ *     summary.tsv best_step) on the test split, so its step and epoch are the best
+ *     checkpoint's and may be smaller than the row above it (rows are otherwise in step order)
  *   ppl_word only for full WikiText-2 splits; acc only for SNLI. Missing values are "-".
  */
 #ifndef GFLOW_TRAIN_H
@@ -16,6 +21,8 @@
 
 typedef struct gf_train_opts {
     const char *resume_dir;  /* resume from <dir>/last.ckpt (recipe taken from the checkpoint) */
+    int restart;             /* resume_dir has no checkpoint yet: start its run again from step 0 */
+    int allow_data_change;   /* resume even when a data file's sha256 differs from last.ckpt's record */
     int64_t stop_after;      /* > 0: save last.ckpt and stop once this many steps are done (resume test) */
     int quiet;               /* no progress lines */
     int overwrite;           /* allow a fresh run into an existing directory (replaces its files) */

@@ -1,23 +1,29 @@
 /* cmd_train.c — `gflow train RECIPE [--set k=v]... | gflow train --resume DIR`. */
 #include "cli.h"
 #include "gflow/train.h"
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile int stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
 static void help(void) {
     printf("usage: gflow train RECIPE [--set section.key=value]... [--overwrite] [--quiet]\n"
-           "       gflow train --resume RUN_DIR [--stop-after STEPS]\n\n"
+           "       gflow train --resume RUN_DIR [--stop-after STEPS] [--allow-data-change]\n\n"
            "  Trains the model the recipe describes and writes the run to <out_dir>/<name>/:\n"
            "  recipe.ini, metrics.tsv, speed.tsv, last.ckpt, best.ckpt, summary.tsv.\n"
            "  Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves last.ckpt and exits;\n"
            "  --resume continues bit-identically (same metrics.tsv bytes, same weights).\n\n"
            "  --set k=v        override one recipe key (repeatable), e.g. --set model.r=16\n"
-           "  --resume DIR     continue the run in DIR with the recipe stored in its checkpoint\n"
+           "  --resume DIR     continue the run in DIR with the recipe stored in its checkpoint; a run\n"
+           "                   stopped before its first checkpoint starts again from step 0 with its\n"
+           "                   recipe.ini. Refused when a data file (a split, the tokenizer corpus)\n"
+           "                   differs from the sha256 that last.ckpt recorded\n"
+           "  --allow-data-change  resume on changed data anyway (its rows no longer continue the run's)\n"
            "  --stop-after N   stop (resumably) after N optimizer steps in total\n"
            "  --overwrite      start afresh in a run directory that already holds a run\n"
            "  --quiet          no progress lines\n\n"
@@ -27,6 +33,22 @@ static void help(void) {
            "  sums gradients with one MPI_Allreduce per step; rank 0 writes the run; --resume works\n"
            "  with any N. Ranks on one host share its cores unless [run] threads is set.\n\n"
            "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n");
+}
+
+/* --resume DIR: the recipe in DIR/last.ckpt; a run stopped before its first checkpoint (no
+ * last.ckpt, no best.ckpt) has nothing to continue, so it starts again from step 0 with its
+ * recipe.ini and rewrites the same metrics.tsv rows. */
+static gf_status resume_recipe(const char *dir, gf_recipe *r, gf_train_opts *o) {
+    char ck[1100], best[1100], ini[1100];
+    snprintf(ck, sizeof ck, "%s/last.ckpt", dir);
+    snprintf(best, sizeof best, "%s/best.ckpt", dir);
+    snprintf(ini, sizeof ini, "%s/recipe.ini", dir);
+    if (access(ck, F_OK) == 0 || errno != ENOENT || access(ini, F_OK) != 0) return gf_ckpt_peek_recipe(ck, r, NULL);
+    if (access(best, F_OK) == 0)
+        return gf_error_set(GF_E_NOTFOUND, "%s: missing, though %s exists: nothing to resume from; start the run "
+                            "afresh with `gflow train %s --overwrite`", ck, best, ini);
+    o->restart = 1;
+    return gf_recipe_load(ini, NULL, 0, r);
 }
 
 int gf_cmd_train(int argc, char **argv) {
@@ -46,6 +68,7 @@ int gf_cmd_train(int argc, char **argv) {
             o.stop_after = v;
         }
         else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
+        else if (!strcmp(a, "--allow-data-change")) o.allow_data_change = 1;
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (a[0] == '-') { fprintf(stderr, "gflow train: unknown option '%s' (or missing value)\n", a); free(sets); return GF_EXIT_USAGE; }
         else if (!recipe) recipe = a;
@@ -63,9 +86,7 @@ int gf_cmd_train(int argc, char **argv) {
     gf_recipe r;
     if (resume) {
         if (n_sets) { fprintf(stderr, "gflow train: --set cannot change a run being resumed\n"); free(sets); return GF_EXIT_USAGE; }
-        char path[1100];
-        snprintf(path, sizeof path, "%s/last.ckpt", resume);
-        st = gf_ckpt_peek_recipe(path, &r, NULL);
+        st = resume_recipe(resume, &r, &o);
         o.resume_dir = resume;
     } else {
         st = gf_recipe_load(recipe, sets, n_sets, &r);

@@ -1,6 +1,10 @@
 /* dropout.c — inverted dropout: y = x * keep / (1 - p), keep ~ Bernoulli(1 - p).
- * The mask comes from a counter-based hash of one key drawn from ctx->rng per call, so
- * it is the same for any OpenMP thread count; it is stored (uint8, N) for backward.
+ * The mask comes from a counter-based hash of one key drawn from ctx->rng per call and of the
+ * element's place in the global batch: x is (R, ...) with R = k * n rows, k copies (NLI:
+ * premises, hypotheses) of the n batch rows [batch_row0, batch_row0 + n) this forward computes
+ * (gf_ctx). Element e of row j hashes (key, copy j / n, global row batch_row0 + j % n, e), so
+ * the mask is the same for any OpenMP thread count and for any split of the batch among
+ * data-parallel ranks. It is stored (uint8, N) for backward.
  * Identity (and no tape node) when not training or p == 0.
  */
 #include "op_util.h"
@@ -28,15 +32,21 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     GF_ASSERT(p < 1.0f, "dropout p=%g must be < 1", (double)p);
     GF_ASSERT(ctx->rng, "dropout in training mode needs ctx->rng");
     double t0 = gf_prof_begin(ctx);
-    int64_t N = gf_tensor_numel(x);
+    int64_t N = gf_tensor_numel(x), R = x->shape[0], per = R > 0 ? N / R : 0;
+    int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
+    GF_ASSERT(R % nb == 0, "dropout: %lld leading rows are not copies of the batch's %lld rows", (long long)R,
+              (long long)nb);
     uint64_t key = gf_rng_u64(ctx->rng);
     float scale = 1.0f / (1.0f - p);
     uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
     gf_tensor *y = gf_tensor_like(ctx, x);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        keep[i] = gf_rng_hash_uniform(key, (uint64_t)i) >= p;
-        y->data[i] = keep[i] ? x->data[i] * scale : 0.0f;
+    for (int64_t j = 0; j < R; j++) {
+        uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
+        for (int64_t e = 0, i = j * per; e < per; e++, i++) {
+            keep[i] = gf_rng_hash_uniform(kj, g0 + (uint64_t)e) >= p;
+            y->data[i] = keep[i] ? x->data[i] * scale : 0.0f;
+        }
     }
     gf_tensor *in[1] = {x};
     gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);

@@ -119,11 +119,18 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(train, eval_batches, INT, "0", 0, 0, MIN, 0, "Batches per evaluation; 0 = the full split."),
     K(train, nonfinite, ENUM, "stop", 0, 0, 0, e_nonfinite,
       "On a NaN/Inf loss or gradient norm: stop with an error, or skip the step."),
+    K(train, max_skip_frac, FLOAT, "0.05", 0, 1, MIN | MAX, 0,
+      "nonfinite = skip: stop with an error once more than this fraction of the run's steps were skipped."),
     K(train, early_stop_patience, INT, "0", 0, 0, MIN, 0,
       "Stop after N evaluations without a better validation loss; 0 = off."),
     K(train, evals_per_epoch, INT, "0", 0, 0, MIN, 0,
       "Full evaluations per epoch, evenly spaced, the last at its end (2 = every half epoch); "
       "0 = eval_every. Not with eval_every."),
+    K(train, save_every, INT, "0", 0, 0, MIN, 0,
+      "Also save last.ckpt every N steps (evaluations always save); 0 = off."),
+    K(train, save_every_min, FLOAT, "5", 0, 0, MIN, 0,
+      "Also save last.ckpt once this many minutes passed since the last save; 0 = off. "
+      "Decides only when to save: the run's results do not depend on it."),
 
     K(eval, batch_size, INT, "0", 0, 0, MIN, 0, "Evaluation batch size; 0 = train batch_size."),
     K(eval, split, ENUM, "valid", 0, 0, 0, e_split, "Split evaluated during training."),

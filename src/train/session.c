@@ -120,7 +120,13 @@ gf_status gf_session_train_loader(gf_session *s, int64_t B, int64_t *n_items, in
 
 gf_status gf_session_next(gf_session *s, int64_t *rows) { return s->task->next_batch(s, rows); }
 
-gf_tensor *gf_session_forward_rows(gf_session *s, int64_t lo, int64_t n) { return s->task->forward_rows(s, lo, n); }
+gf_tensor *gf_session_forward_rows(gf_session *s, int64_t lo, int64_t n) {
+    s->ctx.batch_row0 = lo; /* dropout masks follow the global row (dropout.c) */
+    s->ctx.batch_rows = n;
+    gf_tensor *loss = s->task->forward_rows(s, lo, n);
+    s->ctx.batch_row0 = s->ctx.batch_rows = 0;
+    return loss;
+}
 
 int64_t gf_session_tokens_per_row(const gf_session *s) { return s->task->tokens_per_row(&s->r); }
 

@@ -3,8 +3,9 @@
  * Determinism: given the seed and the thread count a run is bitwise reproducible, and a run
  * stopped at any checkpoint and resumed writes the same metrics.tsv bytes and weights as an
  * uninterrupted one. The checkpoint carries everything the loop's future depends on: weights,
- * AdamW m/v and step, the loader position (with its shuffle RNG), the dropout RNG, the trainer
- * state below (best validation, early-stop counter, metrics.tsv length to truncate back to).
+ * AdamW m/v and step, the loader position (with its shuffle RNG), the trainer state below
+ * (best validation, early-stop counter, metrics.tsv length to truncate back to). Dropout keys
+ * are derived from (seed, step) at every step, so they need no state.
  *
  * The loop is a short one over gf_train_step() (step.c, which `gflow bench` times too), the
  * evaluation cadence (maybe_eval) and the end of the run (finish_run); what differs between a
@@ -40,8 +41,14 @@ typedef struct gf_train_state {
     int64_t metrics_bytes;    /* metrics.tsv length when this state was saved */
     int64_t tokens_seen;
     double train_seconds;     /* wall time in training steps, across resumes */
-    int32_t finished, pad_;
+    int32_t finished;
+    int32_t skipped;          /* steps skipped for a non-finite value ([train] nonfinite = skip) */
 } gf_train_state;
+
+/* The files a run's results depend on, by role; their sha256 go into every checkpoint, and a
+ * resume on changed data is refused (its validation rows would not continue the run's). */
+enum { DATA_ROLES = 4 };
+static const char *const data_role[DATA_ROLES] = {"train", "valid", "test", "tokenizer"};
 
 typedef struct trainer {
     gf_session s;
@@ -61,6 +68,10 @@ typedef struct trainer {
     int64_t steps_here;       /* steps done by this process */
     int lock_fd;              /* rank 0: flock on <dir>/.lock, held for the whole run (-1: none) */
     char *ckpt_recipe;        /* resume: the recipe text stored in last.ckpt */
+    int64_t ckpt_step;        /* step of last.ckpt on disk (-1: none yet) */
+    double t_saved;           /* wall clock of the last save of last.ckpt (or the start): [train] save_every_min */
+    char data_sha[DATA_ROLES][65];  /* rank 0: sha256 of the run's data files now ("": missing) */
+    char ckpt_sha[DATA_ROLES][65];  /* resume: those recorded in last.ckpt ("": not recorded) */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -86,6 +97,9 @@ static void path_in(const trainer *t, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", t->dir, name);
 }
 
+/* continues a checkpoint (--resume of a run stopped before its first starts afresh) */
+static int resuming(const gf_train_opts *o) { return o->resume_dir && !o->restart; }
+
 
 static void fmt_num(char *buf, size_t cap, double v, const char *fmt) {
     if (isnan(v)) snprintf(buf, cap, "-");
@@ -110,8 +124,7 @@ static gf_status metrics_line(trainer *t, const char *split, double loss, double
     return GF_OK;
 }
 
-static gf_status save_ckpt(trainer *t, const char *name) {
-    if (t->rank != 0) return GF_OK;
+static gf_status write_ckpt(trainer *t, const char *name) {
     fflush(t->metrics);
     t->state.metrics_bytes = (int64_t)ftell(t->metrics);
     gf_ckpt_meta m;
@@ -129,11 +142,73 @@ static gf_status save_ckpt(trainer *t, const char *name) {
     char vocab[32];
     snprintf(vocab, sizeof vocab, "%lld", (long long)gf_tokenizer_vocab_size(t->s.tok));
     if (!status) status = gf_ckpt_meta_set_kv(&m, "vocab", vocab);
+    for (int i = 0; i < DATA_ROLES && !status; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "data.%s.sha256", data_role[i]);
+        if (t->data_sha[i][0]) status = gf_ckpt_meta_set_kv(&m, key, t->data_sha[i]);
+    }
     char path[1100];
     path_in(t, name, path, sizeof path);
     if (!status) status = gf_ckpt_save(path, t->s.params, &m);
     gf_ckpt_meta_free(&m);
     return status;
+}
+
+/* Rank 0 writes; every rank keeps count of last.ckpt (a failed save on rank 0 ends the job). */
+static gf_status save_ckpt(trainer *t, const char *name) {
+    GF_TRY(t->rank == 0 ? write_ckpt(t, name) : GF_OK);
+    if (!strcmp(name, "last.ckpt")) {
+        t->ckpt_step = t->state.step;
+        t->t_saved = gf_time_now();
+    }
+    return GF_OK;
+}
+
+/* What a run that stops on an error leaves to resume from, for its message. */
+static void ckpt_note(const trainer *t, char *buf, size_t cap) {
+    if (t->rank > 0) snprintf(buf, cap, "rank 0 names the checkpoint left");
+    else if (t->ckpt_step >= 0)
+        snprintf(buf, cap, "the last checkpoint, %s/last.ckpt (step %lld), is intact", t->dir, (long long)t->ckpt_step);
+    else snprintf(buf, cap, "no checkpoint was written yet, so nothing in %s resumes (the run starts again from "
+                  "step 0)", t->dir);
+}
+
+static void data_path(const trainer *t, int role, char *path, size_t cap) {
+    if (role < DATA_ROLES - 1) gf_session_split_path(&t->s, (gf_split)role, path, cap);
+    else snprintf(path, cap, "%s/%s", gf_recipe_data_dir(&t->s.r), t->s.r.tokenizer.train_file);
+}
+
+/* sha256 of each data file ("" when it is missing: loading it reports that) */
+static gf_status hash_data(trainer *t) {
+    char path[DATA_ROLES][1024];
+    for (int i = 0; i < DATA_ROLES; i++) {
+        data_path(t, i, path[i], sizeof path[i]);
+        t->data_sha[i][0] = 0;
+        for (int j = 0; j < i; j++) /* the tokenizer's corpus is usually the train split: hash it once */
+            if (!strcmp(path[i], path[j])) memcpy(t->data_sha[i], t->data_sha[j], sizeof t->data_sha[i]);
+        if (!t->data_sha[i][0] && access(path[i], F_OK) == 0) GF_TRY(gf_sha256_file(path[i], NULL, t->data_sha[i]));
+    }
+    return GF_OK;
+}
+
+/* Resume: each data file must be the one last.ckpt recorded (a checkpoint of an older build
+ * records none); --allow-data-change continues on changed data, and says so. */
+static gf_status check_data(const trainer *t, const gf_train_opts *o, const char *cpath) {
+    static const char *const what[DATA_ROLES] = {"train split", "validation split", "test split", "tokenizer corpus"};
+    for (int i = 0; i < DATA_ROLES; i++) {
+        if (!t->ckpt_sha[i][0] || !t->data_sha[i][0] || !strcmp(t->ckpt_sha[i], t->data_sha[i])) continue;
+        char path[1024];
+        data_path(t, i, path, sizeof path);
+        if (!o->allow_data_change)
+            return gf_error_set(GF_E_INVALID, "%s: the %s changed since %s was written (sha256 %s then, %s now): the "
+                                "resumed run would not continue this one (its validation rows would differ); restore "
+                                "the file, or pass --allow-data-change to continue on the new data", path, what[i],
+                                cpath, t->ckpt_sha[i], t->data_sha[i]);
+        if (t->log)
+            fprintf(stderr, "warning: %s: the %s changed since %s was written (sha256 %s then, %s now); continuing on "
+                    "it (--allow-data-change)\n", path, what[i], cpath, t->ckpt_sha[i], t->data_sha[i]);
+    }
+    return GF_OK;
 }
 
 /* The whole file, NUL-terminated (*n: its length); NULL with errno set on failure. */
@@ -210,19 +285,32 @@ static gf_status check_resume(const trainer *t, const char *mpath, const char *c
     return GF_OK;
 }
 
+/* A fresh run may not replace another: a run with a checkpoint is resumed, one stopped before
+ * its first starts again through --resume (from its recipe.ini). */
+static gf_status check_fresh(const trainer *t, const gf_train_opts *o, const char *cpath, const char *mpath) {
+    if (o->restart && access(cpath, F_OK) == 0)
+        return gf_error_set(GF_E_INVALID, "%s appeared while starting the run again: resume it with `gflow train "
+                            "--resume %s`", cpath, t->dir);
+    if (o->overwrite || o->restart || (access(cpath, F_OK) != 0 && access(mpath, F_OK) != 0)) return GF_OK;
+    if (access(cpath, F_OK) != 0)
+        return gf_error_set(GF_E_INVALID, "run directory %s holds a run stopped before its first checkpoint (no "
+                            "last.ckpt): start it again with `gflow train --resume %s` (from step 0, with its "
+                            "recipe.ini), or pass --overwrite to start this recipe there", t->dir, t->dir);
+    return gf_error_set(GF_E_INVALID,
+                        "run directory %s already holds a run: continue it with `gflow train --resume %s`, "
+                        "or pick another name (--set run.name=...), or pass --overwrite", t->dir, t->dir);
+}
+
 static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     GF_TRY(gf_mkdir_p(t->dir));
+    GF_TRY(hash_data(t));
     char mpath[1100], cpath[1100], rpath[1100], spath[1100];
     path_in(t, "metrics.tsv", mpath, sizeof mpath);
     path_in(t, "last.ckpt", cpath, sizeof cpath);
     path_in(t, "recipe.ini", rpath, sizeof rpath);
     path_in(t, "speed.tsv", spath, sizeof spath);
-    if (!o->resume_dir) {
-        if (!o->overwrite && (access(cpath, F_OK) == 0 || access(mpath, F_OK) == 0))
-            return gf_error_set(GF_E_INVALID,
-                                "run directory %s already holds a run: continue it with `gflow train --resume %s`, "
-                                "or pick another name (--set run.name=...), or pass --overwrite",
-                                t->dir, t->dir);
+    if (!resuming(o)) {
+        GF_TRY(check_fresh(t, o, cpath, mpath));
         char bpath[1100];
         path_in(t, "best.ckpt", bpath, sizeof bpath);
         remove(cpath);
@@ -240,6 +328,7 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     }
     /* resume: metrics.tsv is cut back to what the checkpoint had seen */
     GF_TRY(check_resume(t, mpath, cpath, rpath));
+    GF_TRY(check_data(t, o, cpath));
     if (truncate(mpath, (off_t)t->state.metrics_bytes) != 0)
         return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
                             (long long)t->state.metrics_bytes, strerror(errno));
@@ -286,8 +375,9 @@ static int mid_epoch_eval_due(const trainer *t) {
     return 0;
 }
 
-/* After a step: the epoch's end evaluates the whole split, a due mid-epoch point evaluates
- * (part of) it; either saves last.ckpt. */
+/* After a step: the epoch's end and the run's last step evaluate the whole split (once: the
+ * final evaluation is this one), a due mid-epoch point evaluates (part of) it; each saves
+ * last.ckpt. */
 static gf_status maybe_eval(trainer *t, int *stop_early) {
     gf_eval_result ev;
     if (t->state.step % t->steps_per_epoch == 0) {
@@ -296,11 +386,25 @@ static gf_status maybe_eval(trainer *t, int *stop_early) {
         t->state.epoch++;
         return save_ckpt(t, "last.ckpt");
     }
-    if (!mid_epoch_eval_due(t)) return GF_OK;
-    int full = t->s.r.train.eval_batches == 0;
+    int last = t->state.step == t->total;
+    if (!last && !mid_epoch_eval_due(t)) return GF_OK;
+    int full = last || t->s.r.train.eval_batches == 0;
     GF_TRY(evaluate(t, full, &ev));
     if (full) GF_TRY(note_full_eval(t, &ev, stop_early));
     return save_ckpt(t, "last.ckpt");
+}
+
+/* [train] save_every (steps) and save_every_min (minutes since the last save): last.ckpt
+ * between evaluations too, so a kill loses little. The clock decides only when a save happens;
+ * a save changes nothing the run computes, so the run is the same whenever it saves. */
+static gf_status maybe_save(trainer *t) {
+    const gf_recipe *r = &t->s.r;
+    if (t->ckpt_step == t->state.step) return GF_OK;
+    int due = r->train.save_every > 0 && t->state.step % r->train.save_every == 0;
+    /* rank 0 alone keeps the clock (the other ranks write nothing) */
+    if (t->rank == 0 && r->train.save_every_min > 0 && gf_time_now() - t->t_saved >= 60.0 * r->train.save_every_min)
+        due = 1;
+    return due ? save_ckpt(t, "last.ckpt") : GF_OK;
 }
 
 static void fmt_eta(char *buf, size_t cap, double s) {
@@ -326,6 +430,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
             gf_block_name(r->model.block), (long long)t->s.params->n);
     fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
             (long long)gf_tokenizer_vocab_size(t->s.tok), (long long)t->state.step, (long long)t->state.epoch);
+    fprintf(f, "skipped_steps\t%d\n", (int)t->state.skipped);
     fprintf(f, "best_step\t%lld\nbest_epoch\t%lld\n", (long long)t->state.best_step,
             (long long)t->state.best_epoch + 1);
     t->s.task->summary(&t->s, f, val, test);
@@ -338,7 +443,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
 /* Rank 0 locks the run directory before it reads or writes anything in it, so two processes
  * (a --resume or an --overwrite while the run is still training) cannot interleave. */
 static gf_status lock_run_dir(trainer *t, const gf_train_opts *o) {
-    if (!o->resume_dir) GF_TRY(gf_mkdir_p(t->dir));
+    if (!resuming(o)) GF_TRY(gf_mkdir_p(t->dir));
     return gf_dir_lock(t->dir, &t->lock_fd);
 }
 
@@ -349,10 +454,13 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
     t->total = r->train.epochs * t->steps_per_epoch;
     if (r->train.max_steps > 0 && r->train.max_steps < t->total) t->total = r->train.max_steps;
     gf_recipe_optim_cfg(r, &t->adamw, &t->sched);
-    if (!o->resume_dir) {
+    if (!resuming(o)) {
         gf_adamw_reset(t->s.params, &t->state.adamw);
         t->state.best_val = INFINITY;
         t->state.best_step = t->state.best_epoch = -1;
+        if (o->restart && t->log)
+            fprintf(stderr, "resume: %s has no last.ckpt (stopped before its first checkpoint): starting it again "
+                    "from step 0 with its recipe.ini\n", t->dir);
         return GF_OK;
     }
     char cpath[1100];
@@ -366,7 +474,18 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
                               "gflow version?)", cpath);
     if (!status) {
         memcpy(&t->state, m.optim.data, sizeof t->state);
+        t->ckpt_step = t->state.step;
         t->ckpt_recipe = m.recipe ? strdup(m.recipe) : NULL;
+        /* later saves keep the run's recipe text: a newer build resolves keys the run's
+         * recipe.ini lacks, and the next resume compares the two */
+        char *same = t->ckpt_recipe ? strdup(t->ckpt_recipe) : NULL;
+        if (same) { free(t->recipe_text); t->recipe_text = same; }
+        for (int i = 0; i < DATA_ROLES; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "data.%s.sha256", data_role[i]);
+            const char *v = gf_ckpt_meta_get_kv(&m, key);
+            snprintf(t->ckpt_sha[i], sizeof t->ckpt_sha[i], "%s", v && strlen(v) == 64 ? v : "");
+        }
         memcpy(&t->s.rng, m.rng.data, sizeof t->s.rng);
         status = gf_session_set_loader_state(&t->s, (const gf_loader_state *)m.loader.data);
         if (status) gf_error_wrap(status, "%s: loader state: ", cpath);
@@ -400,9 +519,33 @@ static void log_step(const trainer *t, float loss, double lr, double grad_norm) 
             per * 1e3, (double)(t->B * t->L) / per, eta);
 }
 
-/* One training step on the next batch, with its metrics and speed lines. *skipped: a
- * non-finite value skipped the update ([train] nonfinite = skip). */
-static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all, int *skipped) {
+/* A step with a non-finite loss or gradient: stop, or ([train] nonfinite = skip) count it, and
+ * stop once more than [train] max_skip_frac of the run's steps were skipped. */
+static gf_status nonfinite_step(trainer *t, const gf_step_in *in, const gf_step_out *out) {
+    const gf_recipe *r = &t->s.r;
+    char note[1400];
+    ckpt_note(t, note, sizeof note);
+    if (r->train.nonfinite == GF_NONFINITE_STOP)
+        return gf_error_set(GF_E_NONFINITE, "step %lld: non-finite value in %s (loss %g, grad norm %g); stopped, %s "
+                            "([train] nonfinite = skip skips such steps)", (long long)t->state.step + 1, out->nonfinite,
+                            (double)out->loss, out->grad_norm, note);
+    if (t->log)
+        fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n", (long long)t->state.step + 1,
+                out->nonfinite);
+    t->state.step++;
+    t->state.skipped++;
+    GF_TRY(metrics_line(t, "train", out->loss, NAN, NAN, NAN, in->lr, out->grad_norm));
+    int64_t allowed = (int64_t)floor(r->train.max_skip_frac * (double)t->total);
+    if (t->state.skipped > allowed)
+        return gf_error_set(GF_E_NONFINITE, "step %lld: %d steps skipped for non-finite values (the last in %s), more "
+                            "than [train] max_skip_frac = %g of the run's %lld steps allows (%lld); stopped, %s",
+                            (long long)t->state.step, (int)t->state.skipped, out->nonfinite, r->train.max_skip_frac,
+                            (long long)t->total, (long long)allowed, note);
+    return GF_OK;
+}
+
+/* One training step on the next batch, with its metrics and speed lines. */
+static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all) {
     const gf_recipe *r = &t->s.r;
     int64_t rows = 0;
     GF_TRY(gf_session_next(&t->s, &rows));
@@ -413,25 +556,14 @@ static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all, in
     /* this rank's rows of the global batch (all of it for a single process) */
     in.lo = t->rank * rows / t->world;
     in.n = (t->rank + 1) * rows / t->world - in.lo;
-    if (t->rank > 0) /* distinct dropout masks per rank, reproducible from (seed, step, rank) */
-        gf_rng_seed(&t->s.rng, (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^
-                                   ((uint64_t)(t->state.step + 1) * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)t->rank << 48));
+    /* the step's dropout keys follow from (seed, step) on every rank and the masks from the global
+     * row (dropout.c): any number of ranks, and a resume with another number, draws the same masks */
+    gf_rng_seed(&t->s.rng,
+                (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(t->state.step + 1) * 0x9E3779B97F4A7C15ull));
     gf_step_out out;
     GF_TRY(gf_train_step(&t->s, &t->state.adamw, &t->adamw, &in, &out));
     *stop_all = out.stop_all;
-    *skipped = out.nonfinite != NULL;
-    if (out.nonfinite) {
-        if (r->train.nonfinite == GF_NONFINITE_STOP)
-            return gf_error_set(GF_E_NONFINITE,
-                                "step %lld: non-finite value in %s (loss %g, grad norm %g); stopped, the last "
-                                "checkpoint in %s is intact ([train] nonfinite = skip skips such steps)",
-                                (long long)t->state.step + 1, out.nonfinite, (double)out.loss, out.grad_norm, t->dir);
-        if (t->log)
-            fprintf(stderr, "warning: step %lld: non-finite value in %s; step skipped\n", (long long)t->state.step + 1,
-                    out.nonfinite);
-        t->state.step++;
-        return metrics_line(t, "train", out.loss, NAN, NAN, NAN, in.lr, out.grad_norm);
-    }
+    if (out.nonfinite) return nonfinite_step(t, &in, &out);
     t->state.step++;
     t->state.tokens_seen += rows * t->L;
     double dt = gf_time_now() - t0;
@@ -482,17 +614,18 @@ static gf_status eval_best(trainer *t, gf_eval_result *val, gf_eval_result *test
  * the run finished. */
 static gf_status finish_run(trainer *t) {
     gf_eval_result val, test;
-    /* a run that ended mid-epoch (max_steps, early stop) gets its final full evaluation */
-    if (t->state.step % t->steps_per_epoch != 0) {
-        GF_TRY(evaluate(t, 1, &val));
-        int ignored = 0;
-        GF_TRY(note_full_eval(t, &val, &ignored));
-    }
+    /* the last step was evaluated on the whole split (maybe_eval); the test row is the best
+     * checkpoint's, and carries its step and epoch (the current weights' when none is best) */
     GF_TRY(eval_best(t, &val, &test));
-    int64_t step_now = t->state.step;
-    t->state.step = t->state.best_step;
-    GF_TRY(metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN));
+    int64_t step_now = t->state.step, epoch_now = t->state.epoch;
+    if (t->state.best_step >= 0) {
+        t->state.step = t->state.best_step;
+        t->state.epoch = t->state.best_epoch;
+    }
+    gf_status status = metrics_line(t, "test", test.loss, test.ppl, test.ppl_word, test.acc, NAN, NAN);
     t->state.step = step_now;
+    t->state.epoch = epoch_now;
+    GF_TRY(status);
     if (t->rank == 0) GF_TRY(write_summary(t, &val, &test));
     t->state.finished = 1;
     GF_TRY(save_ckpt(t, "last.ckpt"));
@@ -500,6 +633,9 @@ static gf_status finish_run(trainer *t) {
                       .best_epoch = t->state.best_epoch, .tokens_per_s = tokens_per_s(t),
                       .seconds = gf_time_now() - t->t_start};
     if (t->log) t->s.task->log_done(&t->s, &end);
+    if (t->log && t->state.skipped)
+        fprintf(stderr, "warning: %d of %lld steps were skipped for non-finite values ([train] nonfinite = skip; "
+                "summary.tsv: skipped_steps)\n", (int)t->state.skipped, (long long)t->state.step);
     return GF_OK;
 }
 
@@ -518,15 +654,16 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     }
     if (t->log) log_start(t);
     t->t_start = gf_time_now();
-    int stop_early = 0, stop_all = 0, skipped = 0;
+    int stop_early = 0, stop_all = 0;
+    t->t_saved = gf_time_now();
     t->s.ctx.training = 1;
     while (t->state.step < t->total && !stop_early) {
         /* ranks see a signal at different moments: with N > 1 they stop on the flag they agreed on */
         if (t->world == 1 ? (o->stop_flag && *o->stop_flag) : stop_all) { *interrupted = 1; break; }
         if (o->stop_after > 0 && t->state.step >= o->stop_after) { *interrupted = 1; break; }
-        GF_TRY(train_one(t, o, &stop_all, &skipped));
-        if (skipped) continue;
+        GF_TRY(train_one(t, o, &stop_all));
         GF_TRY(maybe_eval(t, &stop_early));
+        GF_TRY(maybe_save(t));
         t->s.ctx.training = 1;
     }
     if (!*interrupted) return finish_run(t);
@@ -545,6 +682,7 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     t->world = gf_dist_size();
     t->log = !o->quiet && t->rank == 0;
     t->last_full_step = -1;
+    t->ckpt_step = -1;
     t->lock_fd = -1;
     gf_status status = gf_recipe_resolved_text(r, &t->recipe_text);
     if (!status) {

@@ -168,6 +168,39 @@ GF_TEST(grad, dropout) {
     gc_leaf_free(in[0]);
 }
 
+/* The mask of a batch row depends on its global row, not on which slice computes it: rows
+ * [lo, lo+n) of a (2B, L, D) batch (two copies of B rows, as NLI's premises and hypotheses)
+ * get the full batch's masks for those rows (data parallel: any number of ranks, one mask). */
+GF_TEST(unit, dropout_mask_follows_global_row) {
+    enum { B = 6, L = 3, D = 5, LO = 2, N = 3 };
+    int64_t full_shape[3] = {2 * B, L, D}, part_shape[3] = {2 * N, L, D};
+    gf_rng r;
+    gf_ctx ctx; gf_ctx_init(&ctx, 0, &r);
+    ctx.training = 1;
+    gf_tensor *x = gf_tensor_new(&ctx, 3, full_shape), *xp = gf_tensor_new(&ctx, 3, part_shape);
+    for (int64_t i = 0; i < 2 * B * L * D; i++) x->data[i] = 1.0f;
+    for (int64_t i = 0; i < 2 * N * L * D; i++) xp->data[i] = 1.0f;
+    gf_rng_seed(&r, 5);
+    ctx.batch_rows = B; /* what gf_session_forward_rows(s, 0, B) sets */
+    gf_tensor *y = gf_dropout(&ctx, x, 0.5f);
+    gf_rng_seed(&r, 5);
+    ctx.batch_row0 = LO;
+    ctx.batch_rows = N;
+    gf_tensor *yp = gf_dropout(&ctx, xp, 0.5f);
+    int mismatches = 0, dropped = 0;
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < N; j++)
+            for (int e = 0; e < L * D; e++) {
+                float a = y->data[((int64_t)c * B + LO + j) * L * D + e], b = yp->data[((int64_t)c * N + j) * L * D + e];
+                mismatches += a != b;
+                dropped += b == 0.0f;
+            }
+    GF_CHECK(mismatches == 0, "%d of %d mask entries of rows [%d, %d) differ from the full batch's", mismatches,
+             2 * N * L * D, LO, LO + N);
+    GF_CHECK(dropped > 0 && dropped < 2 * N * L * D, "dropped %d", dropped);
+    gf_ctx_free(&ctx);
+}
+
 GF_TEST(grad, concat) {
     int64_t sa[2] = {3, 2}, sb[2] = {3, 4};
     gf_tensor *in[2] = {gc_leaf(2, sa, 18, 1.0f), gc_leaf(2, sb, 19, 1.0f)};

@@ -109,6 +109,9 @@ GF_TEST(smoke, rel_nonfinite_stops_with_intact_checkpoint) {
     GF_REQUIRE_OK(gf_ckpt_peek(ck, &m));
     GF_CHECK(m.step > 0 && m.step < bad_step, "last checkpoint at step %lld, failure at step %ld", (long long)m.step,
              bad_step);
+    char at[64];
+    snprintf(at, sizeof at, "(step %lld), is intact", (long long)m.step);
+    GF_CHECK(strstr(res.err, at) && strstr(res.err, ck), "the message names %s and its step: %s", ck, res.err);
     gf_ckpt_meta_free(&m);
     /* and it evaluates (finite weights, valid file) */
     const char *e[] = {"eval", d, "--ckpt", "last", NULL};
@@ -116,23 +119,72 @@ GF_TEST(smoke, rel_nonfinite_stops_with_intact_checkpoint) {
     GF_CHECK(res.exit_code == 0, "eval of the last good checkpoint: %s", res.err);
 }
 
+/* Item 16: the same blow-up before the first checkpoint (no evaluation before the epoch's end
+ * at step 66): the message says no checkpoint was written, not that one is intact. */
+GF_TEST(smoke, rel_nonfinite_stop_before_first_checkpoint_says_so) {
+    rel_result res;
+    char d[800], ck[900];
+    dir_of(d, sizeof d, "nonfinite-early");
+    const char *x[] = {"--overwrite", "--set", "optim.lr=1", "--set", "schedule.warmup_steps=1000000", "--set",
+                       "schedule.min_lr=0", "--set", "optim.weight_decay=1e6", "--set", "train.eval_every=0", NULL};
+    train(&res, "nonfinite-early", 60, x, 0);
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    GF_REQUIRE(access(ck, F_OK) != 0, "a checkpoint was written before the blow-up");
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "non-finite") &&
+                 strstr(res.err, "no checkpoint") && !strstr(res.err, "intact"),
+             "stop before the first checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+}
+
+/* `train base --set run.name=NAME --set train.max_steps=30 <k_explode> --set train.nonfinite=skip [extra]` */
+static void train_skip(rel_result *res, const char *name, const char *extra) {
+    char sn[128];
+    snprintf(sn, sizeof sn, "run.name=%s", name);
+    const char *full[40] = {"train", rel_base_recipe(), "--overwrite", "--set", sn, "--set", "train.max_steps=30"};
+    int m = 7;
+    for (int i = 0; k_explode[i]; i++) full[m++] = k_explode[i];
+    full[m++] = "--set";
+    full[m++] = "train.nonfinite=skip";
+    if (extra) { full[m++] = "--set"; full[m++] = extra; }
+    full[m] = NULL;
+    rel_gflow(res, 0, full);
+}
+
+/* Item 22: skipped steps are counted in summary.tsv and the last log line; past
+ * [train] max_skip_frac of the run's steps the run stops (exit 1) naming the count and the key. */
 GF_TEST(smoke, rel_nonfinite_skip_policy) {
     rel_result res;
-    const char *a[32];
-    int n = 0;
-    for (; k_explode[n]; n++) a[n] = k_explode[n];
-    a[n++] = "--set";
-    a[n++] = "train.nonfinite=skip";
-    a[n] = NULL;
-    char sn[] = "run.name=nonfinite-skip";
-    const char *full[40] = {"train", rel_base_recipe(), "--set", sn, "--set", "train.max_steps=30"};
-    int m = 6;
-    for (int i = 0; i < n; i++) full[m++] = a[i];
-    full[m] = NULL;
-    rel_gflow(&res, 0, full);
+    train_skip(&res, "nonfinite-skip", "train.max_skip_frac=1");
     GF_CHECK(res.exit_code == 0, "skip policy: exit %d: %.3000s", res.exit_code, res.err);
     GF_CHECK(strstr(res.err, "non-finite") && strstr(res.err, "skipped"), "skipped steps are reported: %.2000s",
              res.err);
+    char d[800], p[900];
+    dir_of(d, sizeof d, "nonfinite-skip");
+    snprintf(p, sizeof p, "%s/metrics.tsv", d);
+    size_t n = 0;
+    char *m = gf_test_slurp(p, &n);
+    int skipped = 0; /* a skipped step's train row has no perplexity */
+    for (char *line = m ? strtok(m, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char split[16], loss[32], ppl[32];
+        if (sscanf(line, "%*d\t%*d\t%15s\t%31s\t%31s", split, loss, ppl) == 3 && !strcmp(split, "train") &&
+            !strcmp(ppl, "-"))
+            skipped++;
+    }
+    free(m);
+    GF_CHECK(skipped > 2, "only %d steps skipped: the trigger changed", skipped);
+    snprintf(p, sizeof p, "%s/summary.tsv", d);
+    char *s = gf_test_slurp(p, &n), want[64];
+    snprintf(want, sizeof want, "\nskipped_steps\t%d\n", skipped);
+    GF_CHECK(s && strstr(s, want), "summary.tsv lacks '%s'", want + 1);
+    free(s);
+    const char *last = res.err + strlen(res.err);
+    if (last > res.err) last--;
+    while (last > res.err && last[-1] != '\n') last--;
+    snprintf(want, sizeof want, "%d of 30 steps were skipped", skipped);
+    GF_CHECK(strstr(last, want), "the last log line does not say '%s': %s", want, last);
+    /* the default max_skip_frac (0.05: 1 of 30 steps) stops the run at its second skip */
+    train_skip(&res, "nonfinite-skip-limit", NULL);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "max_skip_frac") && strstr(res.err, "2 steps skipped"),
+             "too many skipped steps: exit %d: %.3000s", res.exit_code, res.err);
 }
 
 GF_TEST(smoke, rel_write_failures_keep_previous_checkpoint) {

@@ -3,6 +3,7 @@
  * AdamW moments) of last.ckpt and best.ckpt to be byte-identical to an uninterrupted run.
  * A partial "<name>.ckpt.tmp" left by a kill must never be taken for a checkpoint. */
 #include "gf_test.h"
+#include "gflow/checkpoint.h"
 #include "gflow/rng.h"
 #include "rel_util.h"
 
@@ -195,4 +196,70 @@ GF_TEST(smoke, rel_kill_after_final_checkpoint) {
     GF_CHECK(rel_files_equal(p, q), "metrics.tsv differs (test line missing?) from the uninterrupted run");
     snprintf(q, sizeof q, "%s/summary.tsv", kd);
     GF_CHECK(access(q, F_OK) == 0, "%s missing after resuming a run killed during its final evaluation", q);
+}
+
+/* `gflow train base --quiet --overwrite --set run.name=NAME` + sets (NULL-terminated) */
+static pid_t spawn_named(const char *log, const char *name, const char *const *sets) {
+    char sn[128];
+    snprintf(sn, sizeof sn, "run.name=%s", name);
+    const char *a[32] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", sn};
+    int n = 6;
+    for (int i = 0; sets[i]; i++) { a[n++] = "--set"; a[n++] = sets[i]; }
+    a[n] = NULL;
+    return rel_gflow_spawn(log, a);
+}
+
+static int wait_exit(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* [train] save_every / save_every_min: last.ckpt between evaluations. A kill after such a save
+ * resumes from it and ends byte-identical to an uninterrupted run; a minutes-based cadence (here
+ * ~6 ms, so it saves at steps that depend on the machine's load) changes nothing either. */
+GF_TEST(smoke, rel_kill_between_evaluations_after_save_every) {
+    const char *runs = rel_runs_dir();
+    char ref[800], kd[800], log[800], p[900], q[900];
+    snprintf(ref, sizeof ref, "%s/se-ref", runs);
+    snprintf(log, sizeof log, "%s/se.log", runs);
+    /* evaluations (and their saves) at steps 20 and 40 only */
+    const char *base[] = {"train.max_steps=40", "train.eval_every=20", "train.eval_batches=2", "train.save_every_min=0",
+                          NULL};
+    GF_REQUIRE(wait_exit(spawn_named(log, "se-ref", base)) == 0, "reference run failed (see %s)", log);
+    struct { const char *name, *every, *minutes; int nth; } cases[] = {
+        {"se-steps", "train.save_every=3", "train.save_every_min=0", 3},      /* saves at 3, 6, 9: killed after 9 */
+        {"se-minutes", "train.save_every=0", "train.save_every_min=0.0001", 4}, /* wherever 6 ms have passed */
+    };
+    for (int c = 0; c < 2; c++) {
+        snprintf(kd, sizeof kd, "%s/%s", runs, cases[c].name);
+        const char *sets[] = {base[0], base[1], base[2], cases[c].every, cases[c].minutes, NULL};
+        int saw = 0;
+        pid_t pid = spawn_named(log, cases[c].name, sets);
+        GF_REQUIRE(kill_on_trigger_ex(pid, kd, -1.0, cases[c].nth, "last.ckpt", &saw),
+                   "%s: the run ended before the kill", cases[c].name);
+        snprintf(p, sizeof p, "%s/last.ckpt", kd);
+        gf_ckpt_meta m;
+        gf_ckpt_meta_init(&m);
+        GF_REQUIRE_OK(gf_ckpt_peek(p, &m));
+        long long at = (long long)m.step;
+        gf_ckpt_meta_free(&m);
+        if (c == 0) GF_CHECK(at == 9, "%s: the 3rd save of save_every = 3 is at step %lld", cases[c].name, at);
+        printf("    %s: killed after the save at step %lld\n", cases[c].name, at);
+        const char *r[] = {"train", "--resume", kd, "--quiet", NULL};
+        rel_result res;
+        rel_gflow(&res, 0, r);
+        GF_CHECK(res.exit_code == 0, "%s: resume after the kill at step %lld: %s", cases[c].name, at, res.err);
+        snprintf(p, sizeof p, "%s/metrics.tsv", ref);
+        snprintf(q, sizeof q, "%s/metrics.tsv", kd);
+        GF_CHECK(rel_files_equal(p, q), "%s: metrics.tsv differs from the uninterrupted run (killed at step %lld)",
+                 cases[c].name, at);
+        const char *ck[] = {"last.ckpt", "best.ckpt"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "%s/%s", ref, ck[i]);
+            snprintf(q, sizeof q, "%s/%s", kd, ck[i]);
+            const char *why;
+            GF_CHECK(rel_ckpt_weights_equal(p, q, &why), "%s: %s: %s", cases[c].name, ck[i], why);
+        }
+    }
 }
