@@ -1,11 +1,12 @@
-/* gflow.h — every public header of include/gflow/ in one include. Dimension letters: see
- * gflow/tensor.h. */
+/* gflow.h — every public header of include/gflow/ in one include (but gflow/cuda.h, which is
+ * for builds with the CUDA backend only). Dimension letters: see gflow/tensor.h. */
 #ifndef GFLOW_H
 #define GFLOW_H
 #include "gflow/error.h"
 #include "gflow/version.h"
 #include "gflow/rng.h"
 #include "gflow/tensor.h"
+#include "gflow/device.h"
 #include "gflow/arena.h"
 #include "gflow/params.h"
 #include "gflow/threads.h"

@@ -10,10 +10,19 @@
  *       GF_CHECK_NEAR(a, b, 1e-6, 1e-5);   // |a-b| <= atol + rtol*|b|
  *   }
  *
- * Suites: unit, grad, golden, data, smoke, slow. `gf_tests --suite grad`
+ * Suites: unit, grad, golden, data, smoke, slow, cuda. `gf_tests --suite grad`
  * runs one suite, `gf_tests NAME...` runs tests whose name contains NAME.
  * Exit status is non-zero when any test failed; the last line printed is
  * exactly "N passed, M failed".
+ *
+ * A suite that needs something the machine may lack has a gate (in any of its files):
+ *
+ *   GF_TEST_GATE(cuda) { return gpu_visible() ? NULL : "no CUDA device visible"; }
+ *
+ * The runner asks the gate once (in a child process), before the suite's first test. When it
+ * returns a reason, the runner prints the one line "SKIP cuda: <reason>" and runs and counts
+ * none of the suite's tests (not passed, not skipped); a run in which nothing else ran then
+ * exits 77, which meson reports as a skip.
  */
 #ifndef GF_TEST_H
 #define GF_TEST_H
@@ -24,6 +33,8 @@
 
 typedef void (*gf_test_fn)(void);
 void gf_test_register(const char *suite, const char *name, const char *file, gf_test_fn fn);
+typedef const char *(*gf_test_gate_fn)(void);
+void gf_test_register_gate(const char *suite, gf_test_gate_fn fn);
 void gf_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Mark the running test skipped (e.g. the data mirror is absent) with a reason. */
@@ -38,6 +49,13 @@ const char *gf_test_tmpdir(void);
         gf_test_register(#suite, #name, __FILE__, gf_test_##suite##_##name);  \
     }                                                                         \
     static void gf_test_##suite##_##name(void)
+
+#define GF_TEST_GATE(suite)                                                   \
+    static const char *gf_gate_##suite(void);                                 \
+    __attribute__((constructor)) static void gf_gate_reg_##suite(void) {      \
+        gf_test_register_gate(#suite, gf_gate_##suite);                       \
+    }                                                                         \
+    static const char *gf_gate_##suite(void)
 
 #define GF_CHECK(cond, ...)                                                   \
     do { if (!(cond)) gf_test_fail(__FILE__, __LINE__, "check failed: " #cond " :: " __VA_ARGS__); } while (0)

@@ -11,7 +11,7 @@ fi
 log=$(mktemp)
 ninja -C "$build" >/dev/null || { echo "test: build failed"; echo "0 passed, 1 failed"; exit 1; }
 meson test -C "$build" --no-rebuild --print-errorlogs -v --num-processes 1 \
-  --suite unit --suite grad --suite golden --suite data --suite smoke --suite mpi 2>&1 | tee "$log"
+  --suite unit --suite grad --suite golden --suite data --suite smoke --suite mpi --suite cuda 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 read -r p f < <(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" |
                 awk '{p += $1; f += $3} END {print p + 0, f + 0}')

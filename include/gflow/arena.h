@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gf_arena_chunk {
     struct gf_arena_chunk *next;
     size_t cap, used;
@@ -37,5 +41,9 @@ float *gf_arena_floats(gf_arena *a, int64_t n);
 void gf_arena_reset(gf_arena *a);
 size_t gf_arena_capacity(const gf_arena *a);
 void gf_arena_free(gf_arena *a);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

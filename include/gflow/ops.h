@@ -10,6 +10,10 @@
 
 #include "gflow/tape.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* the tape's record of each op (gf_op_def: name, family, backward), one per line of ops.def */
 #define GF_OP(name) extern const gf_op_def gf_op_##name;
 #include "gflow/ops.def"
@@ -82,5 +86,9 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask);
 /* x (2B, D) = pooled premises (rows 0..B-1) over pooled hypotheses (rows B..2B-1)
  * -> (B, 4D) = [u; v; |u - v|; u ⊙ v]. */
 gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -57,6 +57,7 @@ typedef struct gf_recipe {
         int64_t seed;
         char out_dir[GF_RECIPE_STR];
         int64_t threads;                 /* 0 = OpenMP default */
+        gf_device device;                /* where the training step runs (docs/cuda.md) */
     } run;
     struct {
         gf_dataset dataset;

@@ -11,6 +11,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gf_rng {
     uint64_t s[4];
     double spare;       /* cached normal from Box-Muller */
@@ -40,5 +44,9 @@ static inline uint64_t gf_rng_hash(uint64_t key, uint64_t i) {
 static inline float gf_rng_hash_uniform(uint64_t key, uint64_t i) {
     return (float)(gf_rng_hash(key, i) >> 40) * (1.0f / 16777216.0f);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -27,7 +27,12 @@ typedef struct gf_session {
     int ctx_ready;
 } gf_session;
 
-/* Build tokenizer and model from the recipe (weights initialised from run.seed). */
+/* Can the recipe's [run] device run here? GF_OK for cpu. For cuda, a one-line GF_E_INVALID that
+ * names the key: the build has no CUDA, no CUDA device is visible, or (with a GPU) which part of
+ * the GPU training path is still missing (docs/cuda.md). */
+gf_status gf_session_device_check(const gf_recipe *r);
+/* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
+ * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
 /* The model alone, for `vocab` ids, no tokenizer and no data. init: draw the weights from
  * run.seed (s->rng continues that stream); else leave them for a checkpoint to fill. */

@@ -9,6 +9,9 @@
  *  - a node whose output received no gradient is skipped;
  *  - nothing the tape saved is modified in place;
  *  - with grad mode off (evaluation) nothing is recorded at all.
+ * The tape stays on the host for every device: for a GPU tensor (gflow/device.h) only the
+ * buffers are on the device, its gradient comes from the device step arena, and its node's
+ * backward is the op's CUDA backward (the CUDA forward records its own gf_op_def).
  */
 #ifndef GFLOW_TAPE_H
 #define GFLOW_TAPE_H
@@ -18,10 +21,15 @@
 #include "gflow/rng.h"
 #include "gflow/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GF_NODE_MAX_IN 6
 
 struct gf_ctx;
 struct gf_node;
+struct gf_cuda_arena;
 
 /* Op families, for the per-family timings of `gflow bench`. */
 typedef enum gf_op_family { GF_FAM_GEMM = 0, GF_FAM_PLUCKER, GF_FAM_ATTENTION, GF_FAM_ELEMWISE,
@@ -74,10 +82,12 @@ typedef struct gf_ctx {
     int64_t batch_row0, batch_rows;
     int profile;
     gf_profile prof;
+    struct gf_cuda_arena *cuda; /* the device step arena (gf_ctx_use_cuda); NULL: CPU only */
 } gf_ctx;
 
 void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng);
-/* Drop the tape and every activation; keeps the arena's memory for the next step. */
+/* Drop the tape and every activation (on the host and, with gf_ctx_use_cuda, on the device);
+ * keeps the arenas' memory for the next step. */
 void gf_ctx_reset(gf_ctx *ctx);
 void gf_ctx_free(gf_ctx *ctx);
 /* Set grad mode; returns the previous one so callers can restore it. */
@@ -92,7 +102,7 @@ gf_tensor *gf_tensor_new3(gf_ctx *ctx, int64_t d0, int64_t d1, int64_t d2);
 /* A view of a parameter's first `rows` rows (e.g. positions 0..L-1 of the position table):
  * shares data and the parameter's grad, so backward accumulates straight into the block. */
 gf_tensor *gf_param_rows_view(gf_ctx *ctx, gf_tensor *param, int64_t rows);
-/* Ensure t->grad exists (zeroed) and return it. */
+/* Ensure t->grad exists (zeroed, on t's device) and return it. */
 float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t);
 
 /* For op implementations: does an op on these inputs need a tape record?
@@ -102,7 +112,12 @@ static inline int gf_needs_grad(const gf_tensor *t) { return t && (t->flags & GF
 
 /* Backward from a scalar loss (d loss = 1). */
 void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss);
-/* Backward from any output with a given upstream gradient dout (same numel as out). */
+/* Backward from any output with a given upstream gradient dout (same numel as out; dout is a
+ * host array whatever out's device). */
 void gf_tape_backward_from(gf_ctx *ctx, gf_tensor *out, const float *dout);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

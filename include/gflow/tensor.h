@@ -6,6 +6,9 @@
  * A tensor never owns its memory: data and grad point into the parameter block
  * (parameters) or the step arena (activations). grad is NULL until backward
  * first needs it.
+ * A tensor lives on one device (gf_device): on the CPU (the zero value, so a zeroed tensor is a
+ * CPU tensor) or on the GPU, where data and grad are device pointers into the device step arena
+ * or a device parameter block (gflow/device.h, docs/cuda.md). An op's inputs share one device.
  */
 #ifndef GFLOW_TENSOR_H
 #define GFLOW_TENSOR_H
@@ -13,7 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GF_MAX_DIMS 4
+
+/* Where a tensor's data and grad live. */
+typedef enum gf_device { GF_DEV_CPU = 0, GF_DEV_CUDA = 1 } gf_device;
 
 enum {
     GF_T_REQ_GRAD = 1 << 0, /* gradient flows into this tensor */
@@ -28,6 +38,7 @@ typedef struct gf_tensor {
     int32_t flags;
     int64_t shape[GF_MAX_DIMS];
     const char *name; /* parameters: their checkpoint name; activations: op name */
+    gf_device device; /* GF_DEV_CPU unless created on the GPU */
 } gf_tensor;
 
 int64_t gf_tensor_numel(const gf_tensor *t);
@@ -37,5 +48,9 @@ static inline int64_t gf_tensor_rows(const gf_tensor *t) { return gf_tensor_nume
 int gf_tensor_same_shape(const gf_tensor *a, const gf_tensor *b);
 /* "[2, 12, 16]" into buf */
 const char *gf_tensor_shape_str(const gf_tensor *t, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

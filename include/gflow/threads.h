@@ -2,16 +2,24 @@
 #ifndef GFLOW_THREADS_H
 #define GFLOW_THREADS_H
 
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* n <= 0: keep the OpenMP default (OMP_NUM_THREADS or the core count). */
 void gf_threads_set(int n);
 int gf_threads_get(void);
 /* wall-clock seconds (monotonic) */
 double gf_time_now(void);
-
-#include <stdint.h>
 /* sum of squares in double, parallel but with a fixed combination order
  * (per-thread partials over static blocks, added in thread order), so the
  * result is bitwise reproducible for a given thread count. */
 double gf_sumsq_f32(const float *x, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -241,6 +241,7 @@ int gf_cmd_bench(int argc, char **argv) {
     gf_recipe *r = calloc(1, sizeof *r);
     if (!r) { fprintf(stderr, "gflow bench: out of memory\n"); return GF_EXIT_ERROR; }
     gf_status status = gf_recipe_load(o.path, o.sets, o.n_sets, r);
+    if (!status) status = gf_session_device_check(r);
     if (!status) status = gf_dist_init(&argc, &argv);
     if (status) { free(r); return gf_cli_fail(status); }
     int world = gf_dist_size();

@@ -1,5 +1,6 @@
 /* tape.c — node records in the step arena, walked in reverse; see gflow/tape.h. */
 #include "gflow/tape.h"
+#include "gflow/device.h"
 #include "gflow/threads.h"
 #include <string.h>
 
@@ -13,11 +14,16 @@ void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng) {
 
 void gf_ctx_reset(gf_ctx *ctx) {
     gf_arena_reset(&ctx->arena);
+    if (ctx->cuda) gf_cuda_arena_reset(ctx->cuda);
     ctx->last = NULL;
     ctx->n_nodes = 0;
 }
 
-void gf_ctx_free(gf_ctx *ctx) { gf_arena_free(&ctx->arena); }
+void gf_ctx_free(gf_ctx *ctx) {
+    gf_arena_free(&ctx->arena);
+    if (ctx->cuda) gf_cuda_arena_free(ctx->cuda);
+    ctx->cuda = NULL;
+}
 
 int gf_ctx_set_grad(gf_ctx *ctx, int enabled) {
     int old = ctx->grad_enabled;
@@ -64,7 +70,9 @@ gf_tensor *gf_param_rows_view(gf_ctx *ctx, gf_tensor *param, int64_t rows) {
 }
 
 float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t) {
-    if (!t->grad) t->grad = gf_arena_calloc(&ctx->arena, (size_t)gf_tensor_numel(t) * sizeof(float));
+    if (t->grad) return t->grad;
+    if (t->device == GF_DEV_CPU) t->grad = gf_arena_calloc(&ctx->arena, (size_t)gf_tensor_numel(t) * sizeof(float));
+    else t->grad = gf_cuda_zeros(ctx, gf_tensor_numel(t));
     return t->grad;
 }
 
@@ -103,7 +111,8 @@ static void run_backward(gf_ctx *ctx) {
             gf_tensor *x = n->in[i];
             if (!gf_needs_grad(x) || x->grad) continue;
             if (def->stores_fresh) {
-                x->grad = gf_arena_floats(&ctx->arena, gf_tensor_numel(x));
+                if (x->device == GF_DEV_CPU) x->grad = gf_arena_floats(&ctx->arena, gf_tensor_numel(x));
+                else x->grad = gf_cuda_floats(ctx, gf_tensor_numel(x));
                 x->flags |= GF_T_GRAD_FRESH;
             } else {
                 gf_tensor_grad(ctx, x);
@@ -124,13 +133,22 @@ static void run_backward(gf_ctx *ctx) {
 void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss) {
     GF_ASSERT(gf_tensor_numel(loss) == 1, "gf_tape_backward: loss has %lld elements",
               (long long)gf_tensor_numel(loss));
-    gf_tensor_grad(ctx, loss)[0] += 1.0f;
+    if (loss->device == GF_DEV_CPU) {
+        gf_tensor_grad(ctx, loss)[0] += 1.0f;
+    } else {
+        const float one = 1.0f;
+        gf_cuda_acc_host(ctx, gf_tensor_grad(ctx, loss), &one, 1);
+    }
     run_backward(ctx);
 }
 
 void gf_tape_backward_from(gf_ctx *ctx, gf_tensor *out, const float *dout) {
     float *g = gf_tensor_grad(ctx, out);
     int64_t n = gf_tensor_numel(out);
-    for (int64_t i = 0; i < n; i++) g[i] += dout[i];
+    if (out->device == GF_DEV_CPU) {
+        for (int64_t i = 0; i < n; i++) g[i] += dout[i];
+    } else {
+        gf_cuda_acc_host(ctx, g, dout, n);
+    }
     run_backward(ctx);
 }

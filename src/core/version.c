@@ -1,7 +1,7 @@
-/* version.c — the build's identity (see gflow/version.h). GF_VERSION, GF_BUILD_BLAS, GF_BUILD_CPU
- * and GF_BUILD_TYPE come from meson; the git description from the generated describe.c; the BLAS
- * library's own description (version, kernel, threading) is asked at run time, since the shared
- * library a binary loads is the one that runs. */
+/* version.c — the build's identity (see gflow/version.h). GF_VERSION, GF_BUILD_BLAS, GF_BUILD_CPU,
+ * GF_BUILD_TYPE and (with the CUDA backend) GF_BUILD_CUDA come from meson; the git description
+ * from the generated describe.c; the BLAS library's own description (version, kernel, threading)
+ * is asked at run time, since the shared library a binary loads is the one that runs. */
 #include "gflow/version.h"
 #include <cblas.h>
 #include <stdio.h>
@@ -28,6 +28,11 @@ static const char *blas_threading(void) {
 #else
 #define GF_BUILD_MPI "no mpi"
 #endif
+#ifdef GF_HAVE_CUDA
+#define GF_BUILD_CUDA_OPT "cuda " GF_BUILD_CUDA /* "cuda 13.0 (sm_80/sm_90, PTX compute_90)" from meson */
+#else
+#define GF_BUILD_CUDA_OPT "cuda no"
+#endif
 #ifdef GF_KERNEL_CLONES_ON
 #define GF_BUILD_CLONES " (kernels also for x86-64-v3/v4, chosen at load)"
 #else
@@ -37,8 +42,8 @@ static const char *blas_threading(void) {
 const char *gf_build_options(void) {
     static char opts[512];
     if (!opts[0])
-        snprintf(opts, sizeof opts, "cpu %s%s, %s, blas %s (%s; %s), openmp, %s, cuda no", GF_BUILD_CPU,
+        snprintf(opts, sizeof opts, "cpu %s%s, %s, blas %s (%s; %s), openmp, %s, %s", GF_BUILD_CPU,
                  GF_BUILD_CLONES, GF_BUILD_TYPE, GF_BUILD_BLAS, openblas_get_config(), blas_threading(),
-                 GF_BUILD_MPI);
+                 GF_BUILD_MPI, GF_BUILD_CUDA_OPT);
     return opts;
 }

@@ -29,11 +29,12 @@ static void add_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(gf_broadcastable(a, b), "add: shapes do not broadcast");
+    gf_tensor *in[2] = {a, b};
+    if (gf_op_device("add", 2, in) != GF_DEV_CPU) return gf_add_cuda(ctx, a, b);
     int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
     gf_tensor *y = gf_tensor_like(ctx, a);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < na; i++) y->data[i] = a->data[i] + b->data[i % nb];
-    gf_tensor *in[2] = {a, b};
     gf_tape_record(ctx, &gf_op_add, y, 2, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -35,11 +35,12 @@ gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32
     for (int64_t i = 0; i < cnt; i++)
         GF_ASSERT(ids[i] >= 0 && ids[i] < V, "embedding %s: id %d at %lld outside [0, %lld)",
                   table->name ? table->name : "?", ids[i], (long long)i, (long long)V);
+    gf_tensor *in[1] = {table};
+    if (gf_op_device("embedding", 1, in) != GF_DEV_CPU) return gf_embedding_cuda(ctx, table, ids, ids_ndim, ids_shape);
     gf_tensor *y = gf_tensor_new(ctx, ids_ndim + 1, s); // (ids..., D)
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < cnt; i++)
         memcpy(y->data + i * D, table->data + (int64_t)ids[i] * D, (size_t)D * sizeof(float));
-    gf_tensor *in[1] = {table};
     gf_node *n = gf_tape_record(ctx, &gf_op_embedding, y, 1, in);
     if (n) {
         int32_t *copy = gf_arena_alloc(&ctx->arena, (size_t)cnt * sizeof(int32_t));

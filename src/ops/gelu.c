@@ -46,6 +46,8 @@ static void gelu_backward(gf_ctx *ctx, gf_node *n) {
 
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
+    gf_tensor *in[1] = {x};
+    if (gf_op_device("gelu", 1, in) != GF_DEV_CPU) return gf_gelu_cuda(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
     const float *xd = x->data;
@@ -56,7 +58,6 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
         int64_t lo = b * GELU_SPAN;
         gelu_forward_span(yd + lo, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
     }
-    gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &gf_op_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

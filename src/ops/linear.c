@@ -33,6 +33,8 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
               "linear: x has %lld columns, weight %s is [%lld, %lld]", (long long)gf_tensor_cols(x),
               w->name ? w->name : "?", (long long)w->shape[0], (long long)w->shape[1]);
     GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "linear: bias shape mismatch");
+    gf_tensor *in[3] = {x, w, b};
+    if (gf_op_device("linear", 3, in) != GF_DEV_CPU) return gf_linear_cuda(ctx, x, w, b);
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
     gf_tensor *y = gf_tensor_like_cols(ctx, x, OUT); // (N, OUT)
     float beta = 0.0f;
@@ -46,7 +48,6 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
                     beta, y->data, OUT);
-    gf_tensor *in[3] = {x, w, b};
     gf_tape_record(ctx, &gf_op_linear, y, 3, in);
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
     return y;

@@ -2,10 +2,31 @@
 #ifndef GF_OP_UTIL_H
 #define GF_OP_UTIL_H
 
+#include "gflow/device.h"
 #include "gflow/ops.h"
 #include "gflow/threads.h"
 #include <limits.h>
 #include <string.h>
+
+#include "cuda/cuda_ops.h"
+
+/* The device an op runs on: that of its inputs (NULL ones skipped), which must all agree, so a
+ * CPU tensor never reaches a CUDA kernel nor the reverse. The CPU entry of an op checks shapes,
+ * then `if (gf_op_device(...) != GF_DEV_CPU) return gf_<op>_cuda(...);` and runs its CPU code. */
+static inline gf_device gf_op_device(const char *op, int n, gf_tensor *const *in) {
+    gf_device d = GF_DEV_CPU;
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) continue;
+        if (!seen) d = in[i]->device, seen = 1;
+        else GF_ASSERT(in[i]->device == d, "%s: input %d is on %s, an earlier input on %s", op, i,
+                       gf_device_name(in[i]->device), gf_device_name(d));
+    }
+#ifndef GF_HAVE_CUDA
+    GF_ASSERT(d == GF_DEV_CPU, "%s: a GPU tensor in a build without CUDA", op);
+#endif
+    return d;
+}
 
 /* Forward-time profiling for `gflow bench` (no cost when ctx->profile is 0). */
 static inline double gf_prof_begin(const gf_ctx *ctx) { return ctx->profile ? gf_time_now() : 0.0; }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "recipe/recipe_internal.h"
+#include "gflow/device.h"
 #include "gflow/fs.h"
 #include "gflow/ini.h"
 
@@ -25,6 +26,7 @@ typedef struct resolve_ctx {
     char top[GF_RECIPE_STR];      /* top-level file name, for missing-key messages */
     char chain[MAX_DEPTH][PATH_MAX]; /* realpaths of files being loaded (cycle check) */
     int depth;
+    int from_file;                /* gf_recipe_load (a file), not gf_recipe_parse_text (a recorded recipe) */
 } resolve_ctx;
 
 typedef struct entry {
@@ -572,6 +574,11 @@ static gf_status finish(resolve_ctx *rc) {
     if (r->schedule.min_lr > r->optim.lr)
         return key_error(rc, "schedule", "min_lr", "must be <= [optim] lr (%g), got %g", r->optim.lr,
                          r->schedule.min_lr);
+    /* a recipe file that asks for the GPU in a build that has none; a recorded recipe (a
+     * checkpoint's, parsed from text) is checked when a session would run it (gf_session_open) */
+    if (rc->from_file && r->run.device == GF_DEV_CUDA && !gf_cuda_built())
+        return key_error(rc, "run", "device", "cuda, but gflow was built without CUDA (reconfigure with "
+                         "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");
     return GF_OK;
 }
 
@@ -585,6 +592,7 @@ static gf_status resolve(const char *path, const char *text, const char *name, c
         return gf_error_set(GF_E_NOMEM, "recipe: out of memory");
     }
     rc->r = r;
+    rc->from_file = path != NULL;
     snprintf(rc->top, sizeof rc->top, "%s", path ? path : name);
     for (int i = 0; i < gf_recipe_n_keys; i++) {
         const gf_recipe_key *k = &gf_recipe_schema[i];

@@ -6,7 +6,8 @@
 _Static_assert(sizeof(gf_dataset) == sizeof(int) && sizeof(gf_split) == sizeof(int) &&
                    sizeof(gf_tokenizer_kind) == sizeof(int) && sizeof(gf_spm_model_type) == sizeof(int) &&
                    sizeof(gf_model_family) == sizeof(int) && sizeof(gf_block_kind) == sizeof(int) &&
-                   sizeof(gf_schedule_kind) == sizeof(int) && sizeof(gf_nonfinite_policy) == sizeof(int),
+                   sizeof(gf_schedule_kind) == sizeof(int) && sizeof(gf_nonfinite_policy) == sizeof(int) &&
+                   sizeof(gf_device) == sizeof(int),
                "enum fields are written through int*");
 
 static const gf_rk_enum_val e_dataset[] = {{"wikitext2", GF_DS_WIKITEXT2}, {"snli", GF_DS_SNLI}, {0, 0}};
@@ -18,6 +19,7 @@ static const gf_rk_enum_val e_block[] = {{"post_ln", GF_BLOCK_POST_LN}, {"pre_ln
 static const gf_rk_enum_val e_sched[] = {{"constant", GF_SCHED_CONSTANT}, {"cosine", GF_SCHED_COSINE},
                                          {"epoch_cosine", GF_SCHED_EPOCH_COSINE}, {0, 0}};
 static const gf_rk_enum_val e_nonfinite[] = {{"stop", GF_NONFINITE_STOP}, {"skip", GF_NONFINITE_SKIP}, {0, 0}};
+static const gf_rk_enum_val e_device[] = {{"cpu", GF_DEV_CPU}, {"cuda", GF_DEV_CUDA}, {0, 0}};
 static const gf_rk_enum_val e_split[] = {{"train", GF_SPLIT_TRAIN}, {"valid", GF_SPLIT_VALID},
                                          {"test", GF_SPLIT_TEST}, {0, 0}};
 
@@ -41,6 +43,9 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(run, seed, INT, "1", 0, 0, 0, 0, "Seed for initialisation, dropout and data order."),
     K(run, out_dir, STRING, "checkpoints", 0, 0, NONEMPTY, 0, "Directory for run outputs (checkpoints, metrics.tsv)."),
     K(run, threads, INT, "0", 0, 1024, MIN | MAX, 0, "OpenMP/BLAS threads; 0 = OMP_NUM_THREADS or all cores."),
+    K(run, device, ENUM, "cpu", 0, 0, 0, e_device,
+      "Where the training step runs: cpu, or cuda (one NVIDIA GPU; needs a build with the CUDA backend, "
+      "and the GPU training path is not complete yet: docs/cuda.md)."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "
@@ -142,7 +147,7 @@ _Static_assert(sizeof gf_recipe_schema / sizeof gf_recipe_schema[0] <= GF_RECIPE
 const char *const gf_recipe_sections[] = {"run", "data", "tokenizer", "model", "optim",
                                           "schedule", "train", "eval", NULL};
 const char *const gf_recipe_section_docs[] = {
-    "Run identity, output and threads.",
+    "Run identity, output, threads and device.",
     "Data set, split files and windowing.",
     "Tokenizer (trained once, cached under cache_dir).",
     "Architecture. Keys marked grassmann/transformer/snli apply only to that family or task.",

@@ -2,6 +2,7 @@
  * a split; export the weights. */
 #include "gflow/session.h"
 #include "gflow/checkpoint.h"
+#include "gflow/device.h"
 #include "gflow/dist.h"
 #include "gflow/safetensors.h"
 #include "gflow/threads.h"
@@ -62,8 +63,25 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
     return GF_OK;
 }
 
+gf_status gf_session_device_check(const gf_recipe *r) {
+    if (r->run.device == GF_DEV_CPU) return GF_OK;
+    if (!gf_cuda_built())
+        return gf_error_set(GF_E_INVALID, "[run] device = cuda: gflow was built without CUDA (reconfigure with "
+                            "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");
+    gf_cuda_info info;
+    gf_cuda_probe(&info);
+    if (info.n_devices == 0)
+        return gf_error_set(GF_E_INVALID, "[run] device = cuda: no CUDA device visible (%s)", info.why);
+    /* the honest state of the backend: no silent fall-back to the CPU */
+    return gf_error_set(GF_E_INVALID, "[run] device = cuda: %s is visible, but the GPU training path is not "
+                        "complete: only the ops linear, add, layernorm, gelu and embedding run on the GPU; the "
+                        "device parameter block, AdamW, the other ops and the trainer's GPU step are not built "
+                        "yet (docs/cuda.md); use device = cpu", info.name);
+}
+
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
     memset(s, 0, sizeof *s);
+    GF_TRY(gf_session_device_check(r));
     gf_threads_set((int)r->run.threads);
     /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too) */
     char tpath[1024];

@@ -21,6 +21,7 @@ RANK = {s: i for i, s in enumerate(STAGES)}
 HEADER_STAGE = {
     "arena.h": "core", "dist.h": "core", "error.h": "core", "fs.h": "core", "params.h": "core",
     "rng.h": "core", "tape.h": "core", "tensor.h": "core", "threads.h": "core", "version.h": "core",
+    "device.h": "core", "cuda.h": "core",
     "ops.h": "ops", "ops.def": "ops",
     "blocks.h": "nn", "model.h": "nn", "nli.h": "nn", "decoder.h": "nn",
     "optim.h": "optim",
@@ -37,7 +38,7 @@ UMBRELLA = "include/gflow.h"
 WHITELIST = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-SOURCE_EXT = (".c", ".h", ".cc", ".def", ".in")
+SOURCE_EXT = (".c", ".h", ".cc", ".def", ".in", ".cu", ".cuh")  # src/<stage>/cuda/ belongs to <stage>
 
 
 def stage_of(rel):

@@ -1,0 +1,108 @@
+/* gflow/cuda.h — the CUDA runtime of gflow: one device, one stream, one cuBLAS handle, the
+ * device step arena, copies, and error checks that turn CUDA and cuBLAS failures into a
+ * gf_status whose message names the call. Only for a build with the CUDA backend
+ * (GF_HAVE_CUDA): src/core/cuda/, src/ops/cuda/ and tests/cuda/ include it. What every build
+ * has (device names, the probe, the tape's device memory) is gflow/device.h.
+ *
+ * Conventions:
+ *  - device 0, one non-blocking stream; every kernel, copy and cuBLAS call goes on it, so work
+ *    is ordered without host synchronisation inside a step;
+ *  - functions that can fail return a gf_status (GF_CUDA_TRY); ops, which return a tensor,
+ *    note the first failure instead (GF_CUDA_NOTE, GF_CUBLAS_NOTE, GF_CUDA_LAUNCHED) and
+ *    gf_cuda_sync() reports it, as the stream's own asynchronous errors are reported there;
+ *  - cuBLAS computes in FP32 (CUBLAS_DEFAULT_MATH: no TF32) with a workspace given at init,
+ *    so a steady-state step calls neither cudaMalloc nor cudaFree;
+ *  - cuBLAS is loaded by gf_cuda_init (dlopen), not linked: its two libraries are ~600 MB, and
+ *    linking them cost every gflow process 0.4-0.9 s of CPU at start-up, GPU or not. Its
+ *    functions are called through gf_cublas (gf_cublas.sgemm(...)); cudart is linked.
+ */
+#ifndef GFLOW_CUDA_H
+#define GFLOW_CUDA_H
+
+#ifndef GF_HAVE_CUDA
+#error "gflow/cuda.h is for a build with the CUDA backend (GF_HAVE_CUDA, meson -Dcuda)"
+#endif
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "gflow/device.h"
+#include "gflow/tape.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The cuBLAS functions gflow calls, resolved by gf_cuda_init (NULL before). */
+typedef struct gf_cublas_api {
+    __typeof__(&cublasCreate_v2) create;
+    __typeof__(&cublasSetStream_v2) set_stream;
+    __typeof__(&cublasSetMathMode) set_math_mode;
+    __typeof__(&cublasSetWorkspace_v2) set_workspace;
+    __typeof__(&cublasSgemm_v2) sgemm;
+    __typeof__(&cublasSaxpy_v2) saxpy;
+    __typeof__(&cublasGetStatusString) status_string;
+    __typeof__(&cublasGetStatusName) status_name;
+} gf_cublas_api;
+extern gf_cublas_api gf_cublas;
+
+/* Select device 0, load cuBLAS, create the stream, the cuBLAS handle and its workspace; once per process
+ * (later calls return the first call's status). GF_E_INVALID "no CUDA device visible (...)". */
+gf_status gf_cuda_init(void);
+cudaStream_t gf_cuda_stream(void);
+cublasHandle_t gf_cuda_blas(void);
+
+/* GF_OK for success, else GF_E_EXTERNAL with "CUDA error in CALL at FILE:LINE: text (name)". */
+gf_status gf_cuda_status(cudaError_t e, const char *call, const char *file, int line);
+gf_status gf_cublas_status(cublasStatus_t s, const char *call, const char *file, int line);
+#define GF_CUDA_TRY(call) GF_TRY(gf_cuda_status((call), #call, __FILE__, __LINE__))
+#define GF_CUBLAS_TRY(call) GF_TRY(gf_cublas_status((call), #call, __FILE__, __LINE__))
+
+/* For ops: keep the first failure (the same message) for gf_cuda_sync. */
+void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line);
+void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int line);
+#define GF_CUDA_NOTE(call) gf_cuda_note((call), #call, __FILE__, __LINE__)
+#define GF_CUBLAS_NOTE(call) gf_cublas_note((call), #call, __FILE__, __LINE__)
+/* after a kernel launch: a bad launch configuration is reported at once by the runtime */
+#define GF_CUDA_LAUNCHED(kernel) gf_cuda_note(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)
+
+/* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */
+gf_status gf_cuda_sync(void);
+
+/* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
+gf_status gf_cuda_malloc(void **p, size_t bytes);
+void gf_cuda_free(void *p);
+/* Copies on the stream that return when they are done (they synchronise it). */
+gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
+gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes);
+
+/* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
+ * and activation gradients of GPU ops are bump-allocated here and released all at once by
+ * gf_ctx_reset. When a chunk is full a new one is chained (cudaMalloc); reset coalesces the
+ * chain into one chunk as large as the high-water mark, so from the second step on a step
+ * calls no cudaMalloc. Growth failing (the GPU is out of memory) aborts with a message, as
+ * the host arena does: a step cannot continue half-allocated. */
+typedef struct gf_cuda_chunk {
+    struct gf_cuda_chunk *next;
+    size_t cap, used;
+    unsigned char *base; /* device memory */
+} gf_cuda_chunk;
+
+typedef struct gf_cuda_arena {
+    gf_cuda_chunk *head, *first;
+    size_t used, high_water, min_chunk;
+    int64_t n_resets;
+    int64_t n_mallocs; /* cudaMalloc calls so far (tests check the steady state) */
+} gf_cuda_arena;
+
+/* 256-byte aligned device memory, uninitialised */
+void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes);
+size_t gf_cuda_arena_capacity(const gf_cuda_arena *a);
+/* a new activation on the GPU: the struct in ctx's host arena, the data in its device arena */
+gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,64 @@
+/* gflow/device.h — devices: what this build and this machine can run on, and the device memory
+ * the tape needs.
+ *
+ * Every build has these functions. A build with the CUDA backend (meson -Dcuda, GF_HAVE_CUDA)
+ * implements the CUDA ones in src/core/cuda/ with the CUDA runtime; a build without it compiles
+ * no CUDA object at all, and src/core/device.c reports "built without CUDA" (the memory
+ * functions there abort: without CUDA no tensor can be on the GPU, so they are never reached).
+ * The CUDA-only API (stream, cuBLAS handle, copies, error checks, the arena's layout) is
+ * gflow/cuda.h. What runs on the GPU so far: docs/cuda.md.
+ */
+#ifndef GFLOW_DEVICE_H
+#define GFLOW_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gflow/error.h"
+#include "gflow/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gf_ctx;
+struct gf_cuda_arena;
+
+/* "cpu", "cuda" */
+const char *gf_device_name(gf_device d);
+/* 1 when this build has the CUDA backend */
+int gf_cuda_built(void);
+
+typedef struct gf_cuda_info {
+    int n_devices;             /* visible CUDA devices: 0 with none, without a driver, or without CUDA in the build */
+    char why[256];             /* n_devices == 0: why ("built without CUDA", or the cudaGetDeviceCount error) */
+    char name[256];            /* device 0 */
+    int cc_major, cc_minor;    /* device 0's compute capability */
+    size_t mem_bytes;          /* device 0's memory */
+    int runtime_version;       /* 13000 = 13.0; 0 without CUDA */
+    int driver_version;        /* the newest CUDA the driver supports; 0 without a driver */
+} gf_cuda_info;
+/* What the CUDA runtime sees (without CUDA in the build: nothing, why = "built without CUDA"). */
+void gf_cuda_probe(gf_cuda_info *info);
+
+/* Attach a device step arena to ctx, its first chunk first_bytes (initialising CUDA on device 0
+ * on first use). GF_E_INVALID "built without CUDA" or "no CUDA device visible (...)";
+ * GF_E_EXTERNAL for a CUDA or cuBLAS error, naming the call. */
+gf_status gf_ctx_use_cuda(struct gf_ctx *ctx, size_t first_bytes);
+
+/* ---- device memory for the tape (src/core/tape.c) ---- */
+
+/* n floats from ctx's device step arena: uninitialised, or zeroed (on the stream) */
+float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n);
+float *gf_cuda_zeros(struct gf_ctx *ctx, int64_t n);
+/* dst[i] += src[i], i < n, for a device dst and a host src (the seed of a backward) */
+void gf_cuda_acc_host(struct gf_ctx *ctx, float *dst, const float *src, int64_t n);
+/* the device arena's gf_arena_reset / gf_arena_free (free also releases the struct) */
+void gf_cuda_arena_reset(struct gf_cuda_arena *a);
+void gf_cuda_arena_free(struct gf_cuda_arena *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

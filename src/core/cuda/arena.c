@@ -1,0 +1,134 @@
+/* arena.c — the device step arena: chunked bump allocator over cudaMalloc; see gflow/cuda.h.
+ * The same scheme as the host arena (src/core/arena.c), with device memory. */
+#include "gflow/cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GF_CUDA_ALIGN 256 /* cudaMalloc's own alignment: any vector load type fits */
+
+static gf_cuda_chunk *chunk_new(gf_cuda_arena *a, size_t cap, gf_status *st) {
+    gf_cuda_chunk *c = calloc(1, sizeof *c);
+    if (!c) {
+        *st = gf_error_set(GF_E_NOMEM, "device step arena: out of host memory");
+        return NULL;
+    }
+    void *base = NULL;
+    *st = gf_cuda_status(cudaMalloc(&base, cap), "cudaMalloc(&base, cap)", __FILE__, __LINE__);
+    if (*st) {
+        free(c);
+        return NULL;
+    }
+    c->cap = cap;
+    c->base = base;
+    a->n_mallocs++;
+    return c;
+}
+
+/* growth inside a step: no status can be returned from an op, so a failure aborts with it */
+static gf_cuda_chunk *chunk_new_or_abort(gf_cuda_arena *a, size_t cap) {
+    gf_status st;
+    gf_cuda_chunk *c = chunk_new(a, cap, &st);
+    if (!c)
+        gf_abort(__FILE__, __LINE__, "out of device memory: the device step arena needs another %zu bytes "
+                 "(%zu in use, high-water %zu): %s", cap, a->used, a->high_water, gf_last_error());
+    return c;
+}
+
+gf_status gf_ctx_use_cuda(gf_ctx *ctx, size_t first_bytes) {
+    if (ctx->cuda) return GF_OK;
+    GF_TRY(gf_cuda_init());
+    gf_cuda_arena *a = calloc(1, sizeof *a);
+    if (!a) return gf_error_set(GF_E_NOMEM, "device step arena: out of host memory");
+    a->min_chunk = first_bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : first_bytes;
+    gf_status st;
+    a->first = a->head = chunk_new(a, a->min_chunk, &st);
+    if (!a->first) {
+        free(a);
+        return st;
+    }
+    ctx->cuda = a;
+    return GF_OK;
+}
+
+void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes) {
+    size_t need = (bytes + GF_CUDA_ALIGN - 1) & ~(size_t)(GF_CUDA_ALIGN - 1);
+    if (need == 0) need = GF_CUDA_ALIGN;
+    gf_cuda_chunk *c = a->head;
+    if (c->used + need > c->cap) {
+        /* grow: at least double the capacity so far, so a step needs O(log) chunks */
+        size_t cap = gf_cuda_arena_capacity(a);
+        if (cap < a->min_chunk) cap = a->min_chunk;
+        if (cap < need) cap = need;
+        gf_cuda_chunk *n = chunk_new_or_abort(a, cap);
+        c->next = n;
+        a->head = c = n;
+    }
+    void *p = c->base + c->used;
+    c->used += need;
+    a->used += need;
+    if (a->used > a->high_water) a->high_water = a->used;
+    return p;
+}
+
+size_t gf_cuda_arena_capacity(const gf_cuda_arena *a) {
+    size_t cap = 0;
+    for (const gf_cuda_chunk *c = a->first; c; c = c->next) cap += c->cap;
+    return cap;
+}
+
+static void free_chain(gf_cuda_chunk *c) {
+    /* kernels of the step may still read the chunks: let the stream finish first */
+    gf_cuda_note(cudaStreamSynchronize(gf_cuda_stream()), "cudaStreamSynchronize (arena)", __FILE__, __LINE__);
+    while (c) {
+        gf_cuda_chunk *n = c->next;
+        gf_cuda_note(cudaFree(c->base), "cudaFree(c->base)", __FILE__, __LINE__);
+        free(c);
+        c = n;
+    }
+}
+
+void gf_cuda_arena_reset(gf_cuda_arena *a) {
+    if (a->first->next) {
+        /* coalesce the chain into one chunk sized to the high-water mark */
+        size_t cap = a->high_water < a->min_chunk ? a->min_chunk : a->high_water;
+        free_chain(a->first);
+        a->first = a->head = chunk_new_or_abort(a, cap);
+    }
+    a->first->used = 0;
+    a->head = a->first;
+    a->used = 0;
+    a->n_resets++;
+}
+
+void gf_cuda_arena_free(gf_cuda_arena *a) {
+    if (!a) return;
+    free_chain(a->first);
+    free(a);
+}
+
+float *gf_cuda_floats(gf_ctx *ctx, int64_t n) {
+    GF_ASSERT(ctx->cuda, "a GPU tensor in a step context without a device arena (gf_ctx_use_cuda)");
+    GF_ASSERT(n >= 0, "negative float count %lld", (long long)n);
+    return gf_cuda_arena_alloc(ctx->cuda, (size_t)n * sizeof(float));
+}
+
+float *gf_cuda_zeros(gf_ctx *ctx, int64_t n) {
+    float *p = gf_cuda_floats(ctx, n);
+    GF_CUDA_NOTE(cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), gf_cuda_stream()));
+    return p;
+}
+
+gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
+    GF_ASSERT(ndim >= 1 && ndim <= GF_MAX_DIMS, "bad ndim %d", ndim);
+    gf_tensor *t = gf_arena_alloc(&ctx->arena, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->ndim = ndim;
+    for (int32_t i = 0; i < ndim; i++) {
+        GF_ASSERT(shape[i] > 0, "tensor dim %d is %lld", i, (long long)shape[i]);
+        t->shape[i] = shape[i];
+    }
+    t->device = GF_DEV_CUDA;
+    t->data = gf_cuda_floats(ctx, gf_tensor_numel(t));
+    return t;
+}

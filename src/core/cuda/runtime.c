@@ -1,0 +1,210 @@
+/* runtime.c — the process's CUDA device, stream and cuBLAS handle; the probe; errors as
+ * gf_status naming the call; copies; the backward seed. See gflow/cuda.h and gflow/device.h. */
+#include "gflow/cuda.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+gf_cublas_api gf_cublas;
+
+#define GF_CUBLAS_WORKSPACE ((size_t)32 << 20) /* what cuBLAS asks for on Hopper */
+
+static struct {
+    int tried;             /* gf_cuda_init ran */
+    gf_status status;      /* and this was its result */
+    char message[512];     /* its message when it failed */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *workspace;
+    gf_status noted;       /* first failure an op noted, until gf_cuda_sync reports it */
+    char noted_msg[1024];
+} rt;
+
+/* "../src/ops/cuda/x.cu" (a path from the build directory) -> "src/ops/cuda/x.cu" */
+static const char *short_path(const char *file) {
+    while (!strncmp(file, "../", 3)) file += 3;
+    return file;
+}
+
+static void format_cuda(char *buf, size_t n, cudaError_t e, const char *call, const char *file, int line) {
+    snprintf(buf, n, "CUDA error in %s at %s:%d: %s (%s)", call, short_path(file), line, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+}
+
+/* Load cuBLAS (see gflow/cuda.h): its soname first (LD_LIBRARY_PATH, the executable's run path,
+ * ld.so.conf), then the toolkit's copy found at configure time. Idempotent. */
+static gf_status load_cublas(void) {
+    static gf_status st = GF_E_COUNT; /* not tried */
+    static char why[512];
+    if (st == GF_E_COUNT) {
+        void *h = dlopen(GF_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+        if (!h) h = dlopen(GF_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+        st = GF_OK;
+        if (!h) {
+            snprintf(why, sizeof why, "cannot load cuBLAS (%s, %s): %s", GF_CUBLAS_SONAME, GF_CUBLAS_PATH, dlerror());
+            st = GF_E_EXTERNAL;
+        }
+#define SYM(field, name)                                                                         \
+        if (!st) {                                                                               \
+            void *f = dlsym(h, name);                                                            \
+            memcpy(&gf_cublas.field, &f, sizeof f); /* POSIX: a data pointer holds a function's */ \
+            if (!f) {                                                                            \
+                snprintf(why, sizeof why, "cuBLAS (%s) lacks %s", GF_CUBLAS_SONAME, name);        \
+                st = GF_E_EXTERNAL;                                                              \
+            }                                                                                    \
+        }
+        SYM(create, "cublasCreate_v2")
+        SYM(set_stream, "cublasSetStream_v2")
+        SYM(set_math_mode, "cublasSetMathMode")
+        SYM(set_workspace, "cublasSetWorkspace_v2")
+        SYM(sgemm, "cublasSgemm_v2")
+        SYM(saxpy, "cublasSaxpy_v2")
+        SYM(status_string, "cublasGetStatusString")
+        SYM(status_name, "cublasGetStatusName")
+#undef SYM
+        if (st) memset(&gf_cublas, 0, sizeof gf_cublas);
+    }
+    return st ? gf_error_set(st, "%s", why) : GF_OK;
+}
+
+static void format_cublas(char *buf, size_t n, cublasStatus_t s, const char *call, const char *file, int line) {
+    if (!gf_cublas.status_string) load_cublas(); /* a status to explain may come before gf_cuda_init */
+    if (gf_cublas.status_string)
+        snprintf(buf, n, "cuBLAS error in %s at %s:%d: %s (%s)", call, short_path(file), line,
+                 gf_cublas.status_string(s), gf_cublas.status_name(s));
+    else
+        snprintf(buf, n, "cuBLAS error in %s at %s:%d: status %d", call, short_path(file), line, (int)s);
+}
+
+gf_status gf_cuda_status(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return GF_OK;
+    char msg[1024];
+    format_cuda(msg, sizeof msg, e, call, file, line);
+    return gf_error_set(GF_E_EXTERNAL, "%s", msg);
+}
+
+gf_status gf_cublas_status(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return GF_OK;
+    char msg[1024];
+    format_cublas(msg, sizeof msg, s, call, file, line);
+    return gf_error_set(GF_E_EXTERNAL, "%s", msg);
+}
+
+void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess || rt.noted) return;
+    format_cuda(rt.noted_msg, sizeof rt.noted_msg, e, call, file, line);
+    rt.noted = GF_E_EXTERNAL;
+}
+
+void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS || rt.noted) return;
+    format_cublas(rt.noted_msg, sizeof rt.noted_msg, s, call, file, line);
+    rt.noted = GF_E_EXTERNAL;
+}
+
+gf_status gf_cuda_sync(void) {
+    gf_status st = GF_OK;
+    if (rt.tried && !rt.status) /* else no stream exists and nothing can have run on it */
+        st = gf_cuda_status(cudaStreamSynchronize(rt.stream), "cudaStreamSynchronize(stream)", __FILE__, __LINE__);
+    if (rt.noted) { /* the first failure explains the later ones: report it */
+        st = gf_error_set(rt.noted, "%s", rt.noted_msg);
+        rt.noted = GF_OK;
+    }
+    return st;
+}
+
+void gf_cuda_probe(gf_cuda_info *info) {
+    memset(info, 0, sizeof *info);
+    cudaRuntimeGetVersion(&info->runtime_version);
+    cudaDriverGetVersion(&info->driver_version);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        if (e != cudaSuccess)
+            snprintf(info->why, sizeof info->why, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+        else
+            snprintf(info->why, sizeof info->why, "cudaGetDeviceCount: 0 devices");
+        return;
+    }
+    info->n_devices = n;
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) {
+        snprintf(info->name, sizeof info->name, "%s", p.name);
+        info->cc_major = p.major;
+        info->cc_minor = p.minor;
+        info->mem_bytes = p.totalGlobalMem;
+    }
+}
+
+static gf_status init_once(void) {
+    gf_cuda_info info;
+    gf_cuda_probe(&info);
+    if (info.n_devices == 0) return gf_error_set(GF_E_INVALID, "no CUDA device visible (%s)", info.why);
+    GF_TRY(load_cublas());
+    GF_CUDA_TRY(cudaSetDevice(0));
+    GF_CUDA_TRY(cudaStreamCreateWithFlags(&rt.stream, cudaStreamNonBlocking));
+    GF_CUBLAS_TRY(gf_cublas.create(&rt.blas));
+    GF_CUBLAS_TRY(gf_cublas.set_stream(rt.blas, rt.stream));
+    /* plain FP32: no TF32 tensor-core rounding unless a recipe asks for it (a later option) */
+    GF_CUBLAS_TRY(gf_cublas.set_math_mode(rt.blas, CUBLAS_DEFAULT_MATH));
+    /* our own workspace, so cuBLAS allocates nothing during a step */
+    GF_CUDA_TRY(cudaMalloc(&rt.workspace, GF_CUBLAS_WORKSPACE));
+    GF_CUBLAS_TRY(gf_cublas.set_workspace(rt.blas, rt.workspace, GF_CUBLAS_WORKSPACE));
+    return GF_OK;
+}
+
+gf_status gf_cuda_init(void) {
+    if (!rt.tried) {
+        rt.tried = 1;
+        rt.status = init_once();
+        if (rt.status) snprintf(rt.message, sizeof rt.message, "%s", gf_last_error());
+    }
+    if (rt.status) return gf_error_set(rt.status, "%s", rt.message);
+    return GF_OK;
+}
+
+cudaStream_t gf_cuda_stream(void) {
+    GF_ASSERT(rt.tried && !rt.status, "CUDA used before gf_cuda_init succeeded");
+    return rt.stream;
+}
+
+cublasHandle_t gf_cuda_blas(void) {
+    GF_ASSERT(rt.tried && !rt.status, "cuBLAS used before gf_cuda_init succeeded");
+    return rt.blas;
+}
+
+gf_status gf_cuda_malloc(void **p, size_t bytes) {
+    *p = NULL;
+    GF_TRY(gf_cuda_init());
+    GF_CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
+    return GF_OK;
+}
+
+void gf_cuda_free(void *p) {
+    if (p) gf_cuda_note(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
+}
+
+gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes) {
+    GF_TRY(gf_cuda_init());
+    GF_CUDA_TRY(cudaMemcpyAsync(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, rt.stream));
+    return gf_cuda_sync();
+}
+
+gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes) {
+    GF_TRY(gf_cuda_init());
+    GF_CUDA_TRY(cudaMemcpyAsync(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, rt.stream));
+    return gf_cuda_sync();
+}
+
+/* dst += src: src is staged in the device arena (a pageable-memory copy returns once the host
+ * buffer has been read, so the caller may free it), then one saxpy */
+void gf_cuda_acc_host(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_host: %lld elements", (long long)n);
+    float *tmp = gf_cuda_floats(ctx, n);
+    GF_CUDA_NOTE(cudaMemcpyAsync(tmp, src, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, rt.stream));
+    const float one = 1.0f;
+    GF_CUBLAS_NOTE(gf_cublas.saxpy(rt.blas, (int)n, &one, tmp, 1, dst, 1));
+}

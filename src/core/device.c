@@ -1,0 +1,47 @@
+/* device.c — device names and, in a build without the CUDA backend, its stand-ins: the probe
+ * says "built without CUDA" and the device-memory functions abort (they cannot be reached: no
+ * tensor can be on the GPU). With GF_HAVE_CUDA the CUDA functions are src/core/cuda/. */
+#include "gflow/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *gf_device_name(gf_device d) {
+    switch (d) {
+    case GF_DEV_CPU: return "cpu";
+    case GF_DEV_CUDA: return "cuda";
+    }
+    return "?";
+}
+
+#ifdef GF_HAVE_CUDA
+
+int gf_cuda_built(void) { return 1; }
+
+#else
+
+int gf_cuda_built(void) { return 0; }
+
+void gf_cuda_probe(gf_cuda_info *info) {
+    memset(info, 0, sizeof *info);
+    snprintf(info->why, sizeof info->why, "built without CUDA");
+}
+
+gf_status gf_ctx_use_cuda(struct gf_ctx *ctx, size_t first_bytes) {
+    (void)ctx;
+    (void)first_bytes;
+    return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
+}
+
+#define NO_CUDA() gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", __func__)
+
+float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n) { (void)ctx; (void)n; NO_CUDA(); }
+float *gf_cuda_zeros(struct gf_ctx *ctx, int64_t n) { (void)ctx; (void)n; NO_CUDA(); }
+void gf_cuda_acc_host(struct gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    (void)ctx; (void)dst; (void)src; (void)n;
+    NO_CUDA();
+}
+void gf_cuda_arena_reset(struct gf_cuda_arena *a) { (void)a; NO_CUDA(); }
+void gf_cuda_arena_free(struct gf_cuda_arena *a) { (void)a; NO_CUDA(); }
+
+#endif

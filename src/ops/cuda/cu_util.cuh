@@ -1,0 +1,111 @@
+/* cu_util.cuh — helpers shared by the CUDA op files (internal to src/ops/cuda).
+ *
+ * Every kernel runs on the process's one stream (gf_cuda_stream), every buffer comes from the
+ * device step arena, and every launch is followed by GF_CUDA_LAUNCHED, so a step does no host
+ * synchronisation and no allocation. Reductions that decide a value (column sums of bias and
+ * norm gradients) add in a fixed order that depends only on the shape: a run repeated on the
+ * same GPU gives the same bits, and no floating-point atomics are used.
+ */
+#ifndef GF_CU_UTIL_CUH
+#define GF_CU_UTIL_CUH
+
+#include "gflow/cuda.h"
+
+#include "../op_util.h"
+
+/* grid-stride loops: enough blocks to fill any GPU, never more than the data needs */
+static inline unsigned cu_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b);
+}
+
+#define CU_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                          i += (int64_t)gridDim.x * blockDim.x)
+
+/* new GPU tensors shaped after x (gf_tensor_like / gf_tensor_like_cols of op_util.h) */
+static inline gf_tensor *cu_tensor_like_cols(gf_ctx *ctx, const gf_tensor *x, int64_t cols) {
+    int64_t s[GF_MAX_DIMS];
+    for (int32_t i = 0; i < x->ndim; i++) s[i] = x->shape[i];
+    s[x->ndim - 1] = cols;
+    return gf_cuda_tensor_new(ctx, x->ndim, s);
+}
+static inline gf_tensor *cu_tensor_like(gf_ctx *ctx, const gf_tensor *x) {
+    return gf_cuda_tensor_new(ctx, x->ndim, x->shape);
+}
+
+/* a host array copied into the device step arena (a pageable-memory copy returns once the host
+ * buffer has been read: the caller may reuse it) */
+static inline void *cu_stage(gf_ctx *ctx, const void *host, size_t bytes) {
+    void *d = gf_cuda_arena_alloc(ctx->cuda, bytes);
+    GF_CUDA_NOTE(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
+    return d;
+}
+
+__device__ static inline float cu_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ static inline double cu_warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* ---- column sums: dst[c] (= or +=) Σ_r f(r, c), r < N, c < C ----
+ * The one broadcast-reduction of the CUDA ops (gf_colsum_acc's twin): bias gradients, the
+ * broadcast add, LayerNorm's gain and shift. Two stages, both in a fixed order: rows are cut
+ * into chunks of CU_COLSUM_ROWS; within a chunk, thread row ty sums rows ty, ty + 8, ... and
+ * the 8 partials are added in ty order; then stage 2 adds the chunks' sums in chunk order.
+ * f is a functor with `__device__ float operator()(int64_t r, int64_t c) const`; threads of a
+ * warp read 32 consecutive columns of a row (coalesced). */
+#define CU_COLSUM_TY 8
+#define CU_COLSUM_ROWS 64
+
+template <class F>
+__global__ void cu_colsum_part(float *part, int64_t N, int64_t C, int64_t rows, F f) {
+    __shared__ float sh[CU_COLSUM_TY][32];
+    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
+    float s = 0.0f;
+    if (c < C)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += CU_COLSUM_TY) s += f(r, c);
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = sh[0][threadIdx.x];
+        for (int k = 1; k < CU_COLSUM_TY; k++) t += sh[k][threadIdx.x];
+        part[(int64_t)blockIdx.y * C + c] = t;
+    }
+}
+
+/* dst[c] (= when Store, else +=) the stage-1 sums, added in chunk order */
+template <bool Store>
+__global__ void cu_colsum_final(float *dst, const float *part, int64_t chunks, int64_t C) {
+    CU_FOR(c, C) {
+        float t = part[c];
+        for (int64_t k = 1; k < chunks; k++) t += part[k * C + c];
+        dst[c] = Store ? t : dst[c] + t;
+    }
+}
+
+template <class F>
+static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, F f) {
+    int64_t rows = CU_COLSUM_ROWS;
+    if ((N + rows - 1) / rows > 65535) rows = (N + 65534) / 65535; /* gridDim.y limit */
+    const int64_t chunks = (N + rows - 1) / rows;
+    float *part = gf_cuda_floats(ctx, chunks * C); // (chunks, C)
+    dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
+    cu_colsum_part<F><<<grid, block, 0, gf_cuda_stream()>>>(part, N, C, rows, f);
+    GF_CUDA_LAUNCHED("cu_colsum_part");
+    if (store) cu_colsum_final<true><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
+    else cu_colsum_final<false><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
+    GF_CUDA_LAUNCHED("cu_colsum_final");
+}
+
+/* f(r, c) = g[r * C + c] */
+struct cu_rows {
+    const float *g;
+    int64_t C;
+    __device__ float operator()(int64_t r, int64_t c) const { return g[r * C + c]; }
+};
+
+#endif

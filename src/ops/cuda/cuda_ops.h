@@ -1,0 +1,41 @@
+/* cuda_ops.h — the CUDA twins of the op entry functions (internal to src/ops).
+ *
+ * src/ops/cuda/<op>.cu defines gf_<op>_cuda with the signature of its CPU entry gf_<op>; the CPU
+ * entry (src/ops/<op>.c) checks the shapes, then hands over when its inputs are on the GPU
+ * (gf_op_device in op_util.h). A build without CUDA compiles no .cu file: there these names
+ * expand to an abort that cannot be reached (gf_op_device has already refused a GPU tensor).
+ * Adding a CUDA op: its .cu file, its line here (both branches), its name in src/ops/meson.build,
+ * the dispatch line in the CPU entry, its forward and backward test in tests/cuda/.
+ */
+#ifndef GF_CUDA_OPS_H
+#define GF_CUDA_OPS_H
+
+#include "gflow/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef GF_HAVE_CUDA
+gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
+gf_tensor *gf_add_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
+                             const int64_t *ids_shape);
+gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
+gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
+#else
+static inline gf_tensor *gf_no_cuda_op(const char *op) {
+    gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
+}
+#define gf_linear_cuda(...) gf_no_cuda_op("linear")
+#define gf_add_cuda(...) gf_no_cuda_op("add")
+#define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
+#define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
+#define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,361 @@
+/* test_cuda_ops.c — suite cuda: every CUDA op's forward and backward against the CPU op.
+ *
+ * Each case builds the same inputs on both devices (random, awkward shapes: one row, D = 100,
+ * widths that are not multiples of 32, row counts over a column-sum chunk), runs the op, and
+ * compares the output; then it runs backward from the gradient checks' probe loss
+ * S = Σ out ⊙ r (gf_tape_backward_from(out, r), the same random r on both devices) and compares
+ * every input gradient. Input gradients start non-zero, so the CUDA backward must accumulate as
+ * the CPU one does. Agreement is normwise: max|gpu - cpu| <= 1e-4 · max|cpu| per tensor (FP32).
+ * Each GPU case then runs a second time from the same state and must give the same bits
+ * (no floating-point atomics decide a sum). A chain of ops checks the tape's device paths:
+ * activation gradients stored fresh or zeroed, a tensor used twice, the tied head.
+ *
+ * Without a visible GPU the suite's gate closes it: one line "SKIP cuda: ...", nothing counted.
+ */
+#include "gf_test.h"
+#include "gradcheck.h"
+
+#include <string.h>
+
+GF_TEST_GATE(cuda) {
+    gf_cuda_info info;
+    gf_cuda_probe(&info);
+    if (!gf_cuda_built()) return "built without CUDA";
+    if (info.n_devices == 0) return "no CUDA device visible";
+    return NULL;
+}
+
+#ifdef GF_HAVE_CUDA
+#include "gflow/cuda.h"
+
+#define TOL 1e-4
+#define MAX_IN 4
+
+typedef struct op_case {
+    const char *what;
+    gc_build_fn f;
+    void *user;
+    int n_in;
+    gf_tensor *cpu[MAX_IN]; /* gc_leaf: data and (non-zero) grad on the host */
+    gf_tensor *gpu[MAX_IN]; /* the same on the device */
+} op_case;
+
+static gf_tensor *dev_copy(const gf_tensor *h) {
+    gf_tensor *t = calloc(1, sizeof *t);
+    *t = *h;
+    t->device = GF_DEV_CUDA;
+    size_t bytes = (size_t)gf_tensor_numel(h) * sizeof(float);
+    void *d = NULL, *g = NULL;
+    if (gf_cuda_malloc(&d, bytes) || gf_cuda_malloc(&g, bytes) || gf_cuda_upload(d, h->data, bytes) ||
+        gf_cuda_upload(g, h->grad, bytes))
+        gf_test_fail(__FILE__, __LINE__, "device copy: %s", gf_last_error());
+    t->data = d;
+    t->grad = g;
+    return t;
+}
+
+static void dev_free(gf_tensor *t) {
+    if (!t) return;
+    gf_cuda_free(t->data);
+    gf_cuda_free(t->grad);
+    free(t);
+}
+
+/* a leaf on both devices: data N(0, scale), grad N(0, 0.5) (backward must add to it) */
+static void add_input(op_case *c, int32_t ndim, const int64_t *shape, uint64_t seed, float scale) {
+    gf_tensor *h = gc_leaf(ndim, shape, seed, scale);
+    gf_rng r;
+    gf_rng_seed(&r, seed ^ 0xA5A5);
+    for (int64_t i = 0; i < gf_tensor_numel(h); i++) h->grad[i] = (float)gf_rng_normal(&r) * 0.5f;
+    c->cpu[c->n_in] = h;
+    c->gpu[c->n_in] = dev_copy(h);
+    c->n_in++;
+}
+
+static void case_free(op_case *c) {
+    for (int i = 0; i < c->n_in; i++) {
+        gc_leaf_free(c->cpu[i]);
+        dev_free(c->gpu[i]);
+    }
+}
+
+/* the device buffer's contents (malloc'd) */
+static float *download(const float *dev, int64_t n) {
+    float *h = malloc((size_t)n * sizeof(float));
+    if (gf_cuda_download(h, dev, (size_t)n * sizeof(float)))
+        gf_test_fail(__FILE__, __LINE__, "download: %s", gf_last_error());
+    return h;
+}
+
+/* normwise relative error of got against want; reports and counts a failure over TOL */
+static int compare(const char *what, const char *part, const float *got, const float *want, int64_t n) {
+    double num = 0.0, den = 0.0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (d > num) num = d, worst = i;
+        if (fabs((double)want[i]) > den) den = fabs((double)want[i]);
+    }
+    double rel = den > 0 ? num / den : num;
+    if (!(rel <= TOL)) {
+        gf_test_fail(__FILE__, __LINE__, "%s %s: relative error %.3g > %g (max |diff| %.3g at %lld: gpu %.9g, cpu %.9g)",
+                     what, part, rel, TOL, num, (long long)worst, got[worst], want[worst]);
+        return 1;
+    }
+    return 0;
+}
+
+/* forward and backward of one device; out and grads downloaded into *out, grads[i] */
+static gf_status run_gpu(op_case *c, const float *r, int64_t nout, float **out, float **grads,
+                         float *const *grad0) {
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    gf_status st = gf_ctx_use_cuda(&ctx, 0);
+    for (int i = 0; st == GF_OK && i < c->n_in; i++) /* the same starting gradients each run */
+        st = gf_cuda_upload(c->gpu[i]->grad, grad0[i], (size_t)gf_tensor_numel(c->gpu[i]) * sizeof(float));
+    if (st == GF_OK) {
+        gf_tensor *y = c->f(&ctx, c->gpu, c->user);
+        if (y->device != GF_DEV_CUDA || gf_tensor_numel(y) != nout)
+            gf_test_fail(__FILE__, __LINE__, "%s: GPU output on %s with %lld elements", c->what,
+                         gf_device_name(y->device), (long long)gf_tensor_numel(y));
+        gf_tape_backward_from(&ctx, y, r);
+        st = gf_cuda_sync();
+        if (st == GF_OK) {
+            *out = download(y->data, nout);
+            for (int i = 0; i < c->n_in; i++) grads[i] = download(c->gpu[i]->grad, gf_tensor_numel(c->gpu[i]));
+        }
+    }
+    gf_ctx_free(&ctx);
+    return st;
+}
+
+/* Run a case on the CPU and (twice) on the GPU and compare; returns the failure count. */
+static int check_case(op_case *c) {
+    int bad = 0;
+    float *grad0[MAX_IN];
+    for (int i = 0; i < c->n_in; i++) {
+        size_t bytes = (size_t)gf_tensor_numel(c->cpu[i]) * sizeof(float);
+        grad0[i] = malloc(bytes);
+        memcpy(grad0[i], c->cpu[i]->grad, bytes);
+    }
+    gf_rng rng;
+    gf_rng_seed(&rng, 4242);
+    gf_ctx cctx;
+    gf_ctx_init(&cctx, 0, &rng);
+    gf_tensor *yc = c->f(&cctx, c->cpu, c->user);
+    int64_t nout = gf_tensor_numel(yc);
+    float *r = malloc((size_t)nout * sizeof(float));
+    for (int64_t i = 0; i < nout; i++) r[i] = (float)gf_rng_normal(&rng);
+    float *yc_data = malloc((size_t)nout * sizeof(float));
+    memcpy(yc_data, yc->data, (size_t)nout * sizeof(float));
+    gf_tape_backward_from(&cctx, yc, r);
+
+    float *out[2] = {NULL, NULL}, *grads[2][MAX_IN] = {{NULL}};
+    for (int run = 0; run < 2; run++) {
+        gf_status st = run_gpu(c, r, nout, &out[run], grads[run], grad0);
+        if (st) {
+            gf_test_fail(__FILE__, __LINE__, "%s: %s", c->what, gf_last_error());
+            bad++;
+            break;
+        }
+    }
+    if (!bad) {
+        bad += compare(c->what, "forward", out[0], yc_data, nout);
+        for (int i = 0; i < c->n_in; i++) {
+            char part[64];
+            snprintf(part, sizeof part, "grad of input %d", i);
+            bad += compare(c->what, part, grads[0][i], c->cpu[i]->grad, gf_tensor_numel(c->cpu[i]));
+        }
+        int same = !memcmp(out[0], out[1], (size_t)nout * sizeof(float));
+        for (int i = 0; i < c->n_in; i++)
+            same &= !memcmp(grads[0][i], grads[1][i], (size_t)gf_tensor_numel(c->cpu[i]) * sizeof(float));
+        if (!same) {
+            gf_test_fail(__FILE__, __LINE__, "%s: a second GPU run gave different bits", c->what);
+            bad++;
+        }
+    }
+    for (int run = 0; run < 2; run++) {
+        free(out[run]);
+        for (int i = 0; i < c->n_in; i++) free(grads[run][i]);
+    }
+    for (int i = 0; i < c->n_in; i++) free(grad0[i]);
+    free(r);
+    free(yc_data);
+    gf_ctx_free(&cctx);
+    return bad;
+}
+
+/* ---- the ops ---- */
+
+static gf_tensor *b_linear(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_linear(c, in[0], in[1], in[2]); }
+static gf_tensor *b_linear_nob(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_linear(c, in[0], in[1], NULL); }
+
+GF_TEST(cuda, linear) {
+    /* x shape (ndim, dims), OUT, bias */
+    static const struct { int32_t nd; int64_t s[3]; int64_t out; int bias; } k[] = {
+        {2, {1, 100}, 37, 1},  {3, {3, 5, 100}, 100, 1}, {3, {2, 7, 33}, 65, 0},
+        {2, {257, 100}, 300, 1}, {2, {1, 1}, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "linear", .f = k[i].bias ? b_linear : b_linear_nob};
+        int64_t in_w = k[i].s[k[i].nd - 1], sw[2] = {k[i].out, in_w}, sb[1] = {k[i].out};
+        add_input(&c, k[i].nd, k[i].s, 10 + i, 1.0f);
+        add_input(&c, 2, sw, 20 + i, 0.3f);
+        if (k[i].bias) add_input(&c, 1, sb, 30 + i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "linear case %zu", i);
+        case_free(&c);
+    }
+}
+
+static gf_tensor *b_add(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_add(c, in[0], in[1]); }
+static gf_tensor *b_add_self(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_add(c, in[0], in[0]); }
+
+GF_TEST(cuda, add) {
+    static const struct { int32_t na; int64_t a[3]; int32_t nb; int64_t b[3]; } k[] = {
+        {2, {1, 100}, 2, {1, 100}}, {3, {3, 7, 100}, 2, {7, 100}}, {3, {3, 7, 100}, 1, {100}},
+        {2, {200, 37}, 1, {37}}, {3, {2, 3, 5}, 3, {2, 3, 5}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "add", .f = b_add};
+        add_input(&c, k[i].na, k[i].a, 40 + i, 1.0f);
+        add_input(&c, k[i].nb, k[i].b, 50 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "add case %zu", i);
+        case_free(&c);
+    }
+    /* a + a: both gradient contributions land in one buffer */
+    op_case c = {.what = "add(x, x)", .f = b_add_self};
+    int64_t s[2] = {3, 100};
+    add_input(&c, 2, s, 60, 1.0f);
+    GF_CHECK(check_case(&c) == 0, "add(x, x)");
+    case_free(&c);
+}
+
+static gf_tensor *b_ln(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_layernorm(c, in[0], in[1], in[2], 1e-5f); }
+
+GF_TEST(cuda, layernorm) {
+    static const struct { int32_t nd; int64_t s[3]; } k[] = {
+        {2, {1, 100}}, {2, {5, 33}}, {2, {130, 100}}, {3, {3, 1, 1030}}, {2, {2, 1}}, {3, {2, 3, 256}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "layernorm", .f = b_ln};
+        int64_t D = k[i].s[k[i].nd - 1], sg[1] = {D};
+        add_input(&c, k[i].nd, k[i].s, 70 + i, 2.0f);
+        add_input(&c, 1, sg, 80 + i, 0.2f);
+        add_input(&c, 1, sg, 90 + i, 0.5f);
+        for (int64_t j = 0; j < D; j++) c.cpu[1]->data[j] += 1.0f; /* gains near 1 */
+        dev_free(c.gpu[1]);
+        c.gpu[1] = dev_copy(c.cpu[1]);
+        GF_CHECK(check_case(&c) == 0, "layernorm case %zu", i);
+        case_free(&c);
+    }
+}
+
+static gf_tensor *b_gelu(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_gelu(c, in[0]); }
+
+GF_TEST(cuda, gelu) {
+    static const struct { int32_t nd; int64_t s[3]; float scale; } k[] = {
+        {2, {1, 100}, 1.0f}, {3, {3, 7, 100}, 4.0f}, {1, {1}, 1.0f}, {2, {3, 33337}, 2.0f},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "gelu", .f = b_gelu};
+        add_input(&c, k[i].nd, k[i].s, 100 + i, k[i].scale);
+        GF_CHECK(check_case(&c) == 0, "gelu case %zu", i);
+        case_free(&c);
+    }
+}
+
+typedef struct emb_user {
+    const int32_t *ids;
+    int32_t nd;
+    int64_t shape[2];
+} emb_user;
+
+static gf_tensor *b_emb(gf_ctx *c, gf_tensor **in, void *u) {
+    const emb_user *e = u;
+    return gf_embedding(c, in[0], e->ids, e->nd, e->shape);
+}
+
+GF_TEST(cuda, embedding) {
+    static const int32_t rep[21] = {3, 0, 3, 49, 1, 3, 7, 7, 7, 0, 12, 3, 49, 2, 2, 3, 9, 8, 3, 3, 1};
+    static const int32_t same[5] = {4, 4, 4, 4, 4}, one[1] = {0};
+    int32_t many[300];
+    for (int i = 0; i < 300; i++) many[i] = (i * 7919 + 13) % 1000 % (i % 3 ? 1000 : 17); /* repeats, spread */
+    struct { int64_t V, D; emb_user u; } k[] = {
+        {50, 100, {rep, 2, {3, 7}}}, {10, 33, {same, 1, {5}}}, {1, 100, {one, 2, {1, 1}}}, {1000, 33, {many, 2, {3, 100}}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "embedding", .f = b_emb, .user = &k[i].u};
+        int64_t st[2] = {k[i].V, k[i].D};
+        add_input(&c, 2, st, 110 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "embedding case %zu", i);
+        case_free(&c);
+    }
+}
+
+/* A language-model-like chain: embedding + positions, linear, GELU, residual add, LayerNorm,
+ * tied head. Activations get fresh or zeroed device gradients from the tape, h feeds two ops
+ * and the table two (lookup and head), so gradients meet in one buffer from several ops. */
+typedef struct chain_user {
+    const int32_t *ids;
+    int64_t B, L;
+} chain_user;
+
+static gf_tensor *b_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const chain_user *cu = u;
+    gf_tensor *table = in[0], *pos = in[1], *w = in[2], *ln = in[3];
+    int64_t s[2] = {cu->B, cu->L};
+    gf_tensor *h = gf_add(c, gf_embedding(c, table, cu->ids, 2, s), pos);
+    gf_tensor *f = gf_gelu(c, gf_linear(c, h, w, NULL));
+    gf_tensor *y = gf_layernorm(c, gf_add(c, f, h), ln, ln, 1e-5f);
+    return gf_linear(c, y, table, NULL);
+}
+
+GF_TEST(cuda, chain_of_ops) {
+    int32_t ids[3 * 7];
+    for (int i = 0; i < 21; i++) ids[i] = (i * 5 + 1) % 11;
+    chain_user u = {ids, 3, 7};
+    op_case c = {.what = "chain", .f = b_chain, .user = &u};
+    int64_t st[2] = {11, 100}, sp[2] = {7, 100}, sw[2] = {100, 100}, sl[1] = {100};
+    add_input(&c, 2, st, 120, 1.0f);
+    add_input(&c, 2, sp, 121, 0.5f);
+    add_input(&c, 2, sw, 122, 0.1f);
+    add_input(&c, 1, sl, 123, 1.0f);
+    GF_CHECK(check_case(&c) == 0, "chain");
+    case_free(&c);
+}
+
+/* The device step arena: growth chains chunks in the first step, reset coalesces them, and
+ * from then on a step calls no cudaMalloc. */
+GF_TEST(cuda, device_arena_steady_state) {
+    int32_t ids[8 * 128];
+    for (int i = 0; i < 8 * 128; i++) ids[i] = (i * 31 + 3) % 97;
+    chain_user u = {ids, 8, 128};
+    op_case c = {.what = "chain (large)", .f = b_chain, .user = &u};
+    int64_t st[2] = {97, 256}, sp[2] = {128, 256}, sw[2] = {256, 256}, sl[1] = {256};
+    add_input(&c, 2, st, 130, 1.0f);
+    add_input(&c, 2, sp, 131, 0.5f);
+    add_input(&c, 2, sw, 132, 0.1f);
+    add_input(&c, 1, sl, 133, 1.0f);
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
+    int64_t nout = 8 * 128 * 97, mallocs[4];
+    float *r = malloc((size_t)nout * sizeof(float));
+    for (int64_t i = 0; i < nout; i++) r[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int step = 0; step < 4; step++) {
+        gf_tensor *y = b_chain(&ctx, c.gpu, &u);
+        gf_tape_backward_from(&ctx, y, r);
+        GF_CHECK_OK(gf_cuda_sync());
+        gf_ctx_reset(&ctx);
+        mallocs[step] = ctx.cuda->n_mallocs;
+    }
+    GF_CHECK(mallocs[0] > 1, "the first step should have grown the arena (%lld cudaMalloc)", (long long)mallocs[0]);
+    GF_CHECK(mallocs[1] == mallocs[0] && mallocs[3] == mallocs[0] && !ctx.cuda->first->next,
+             "cudaMalloc calls after steps 1..4: %lld %lld %lld %lld", (long long)mallocs[0], (long long)mallocs[1],
+             (long long)mallocs[2], (long long)mallocs[3]);
+    GF_CHECK(gf_cuda_arena_capacity(ctx.cuda) >= ctx.cuda->high_water, "one chunk of the high-water mark");
+    free(r);
+    gf_ctx_free(&ctx);
+    case_free(&c);
+}
+#endif
