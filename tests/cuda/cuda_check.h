@@ -1,0 +1,47 @@
+/* cuda_check.h — the harness of suite cuda (tests/cuda/test_cuda_*.c).
+ *
+ * An op case holds the same inputs on both devices; check_case runs the op on the CPU and twice
+ * on the GPU, then compares the output and, after backward from the probe loss
+ * S = Σ out ⊙ r (the same random r on both devices), every input gradient. Input gradients
+ * start non-zero, so a CUDA backward must accumulate as the CPU one does. Agreement is
+ * normwise: max|gpu - cpu| <= TOL · max|cpu| per tensor (FP32); the second GPU run must
+ * give the same bits. Both contexts draw from one rng stream seeded alike and share
+ * `training`, so dropout draws the same keys on both devices.
+ */
+#ifndef GF_CUDA_CHECK_H
+#define GF_CUDA_CHECK_H
+
+#include "gf_test.h"
+#include "gradcheck.h"
+
+#ifdef GF_HAVE_CUDA
+#include "gflow/cuda.h"
+
+#define TOL 1e-4
+#define MAX_IN 4
+
+typedef struct op_case {
+    const char *what;
+    gc_build_fn f;
+    void *user;
+    int training; /* ctx.training on both devices (dropout) */
+    int n_in;
+    gf_tensor *cpu[MAX_IN]; /* gc_leaf: data and (non-zero) grad on the host */
+    gf_tensor *gpu[MAX_IN]; /* the same on the device */
+} op_case;
+
+/* a device twin of a host leaf (data and grad copied; free with dev_free) */
+gf_tensor *dev_copy(const gf_tensor *h);
+void dev_free(gf_tensor *t);
+/* a leaf on both devices: data N(0, scale) from seed, grad N(0, 0.5) (backward must add to it) */
+void add_input(op_case *c, int32_t ndim, const int64_t *shape, uint64_t seed, float scale);
+void case_free(op_case *c);
+/* the device buffer's contents (malloc'd) */
+float *download(const float *dev, int64_t n);
+/* normwise relative error of got against want; reports and counts a failure over TOL */
+int compare(const char *what, const char *part, const float *got, const float *want, int64_t n);
+/* run a case on the CPU and (twice) on the GPU and compare; returns the failure count */
+int check_case(op_case *c);
+#endif
+
+#endif
