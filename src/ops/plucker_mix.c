@@ -223,6 +223,9 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     GF_ASSERT(n_offsets >= 1, "plucker_mix: no offsets");
     int64_t NW = n_offsets;
     for (int32_t q = 0; q < n_offsets; q++) GF_ASSERT(offsets[q] >= 1, "plucker_mix: offset %lld < 1", (long long)offsets[q]);
+    gf_tensor *in[3] = {z, w, b};
+    if (gf_op_device("plucker_mix", 3, in) != GF_DEV_CPU)
+        return gf_plucker_mix_cuda(ctx, z, w, b, offsets, n_offsets, eps, normalize);
 
     pm_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
     sv->pbar = gf_arena_floats(&ctx->arena, BL * P);
@@ -241,7 +244,6 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     }
     gf_tensor *g = pm_project(ctx, sv->pbar, sv->valid, w, b, B, L);
 
-    gf_tensor *in[3] = {z, w, b};
     gf_node *n = gf_tape_record(ctx, &gf_op_plucker_mix, g, 3, in);
     if (n) {
         n->saved = sv;

@@ -163,6 +163,9 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     int64_t D = w->shape[0], Dh = D / heads;
     GF_ASSERT(b && b->ndim == 1 && b->shape[0] == D, "plucker_window: bias must be (D)");
     GF_ASSERT(window >= 1 && stride >= 1, "plucker_window: window and stride must be >= 1");
+    gf_tensor *in[3] = {z, w, b};
+    if (gf_op_device("plucker_window", 3, in) != GF_DEV_CPU)
+        return gf_plucker_window_cuda(ctx, z, mask, w, b, window, stride, heads, eps, normalize);
 
     pw_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
     sv->pbar = gf_arena_floats(&ctx->arena, BL * P);
@@ -220,7 +223,6 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
                     sv->pbar + h * Ph, gf_blas_int(P), w->data + h * Dh * Ph, gf_blas_int(Ph), 1.0f, g->data + h * Dh,
                     gf_blas_int(D));
 
-    gf_tensor *in[3] = {z, w, b};
     gf_node *n = gf_tape_record(ctx, &gf_op_plucker_window, g, 3, in);
     if (n) {
         n->saved = sv;

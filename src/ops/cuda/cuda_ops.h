@@ -23,6 +23,10 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
                              const int64_t *ids_shape);
 gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
+                               int32_t n_offsets, float eps, int normalize);
+gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_tensor *w, gf_tensor *b,
+                                  int64_t window, int64_t stride, int64_t heads, float eps, int normalize);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -32,6 +36,8 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
 #define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
+#define gf_plucker_mix_cuda(...) gf_no_cuda_op("plucker_mix")
+#define gf_plucker_window_cuda(...) gf_no_cuda_op("plucker_window")
 #endif
 
 #ifdef __cplusplus
