@@ -23,6 +23,10 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
                              const int64_t *ids_shape);
 gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_cross_entropy_cuda(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets, int32_t ignore_index,
+                                 double *nll_sum, int64_t *n_counted);
+gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
+                           double *nll_sum, int64_t *n_counted);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -32,6 +36,8 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
 #define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
+#define gf_cross_entropy_cuda(...) gf_no_cuda_op("cross_entropy")
+#define gf_head_ce_cuda(...) gf_no_cuda_op("head_ce")
 #endif
 
 #ifdef __cplusplus
