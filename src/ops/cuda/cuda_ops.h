@@ -27,6 +27,10 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
                                int32_t n_offsets, float eps, int normalize);
 gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_tensor *w, gf_tensor *b,
                                   int64_t window, int64_t stride, int64_t heads, float eps, int normalize);
+gf_tensor *gf_cross_entropy_cuda(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets, int32_t ignore_index,
+                                 double *nll_sum, int64_t *n_counted);
+gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
+                           double *nll_sum, int64_t *n_counted);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -38,6 +42,8 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
 #define gf_plucker_mix_cuda(...) gf_no_cuda_op("plucker_mix")
 #define gf_plucker_window_cuda(...) gf_no_cuda_op("plucker_window")
+#define gf_cross_entropy_cuda(...) gf_no_cuda_op("cross_entropy")
+#define gf_head_ce_cuda(...) gf_no_cuda_op("head_ce")
 #endif
 
 #ifdef __cplusplus
