@@ -87,23 +87,15 @@ gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_
     if (N > 0) {
         const int32_t *tg = (const int32_t *)cu_stage(ctx, targets, (size_t)N * sizeof(int32_t)); // (N)
         float *buf = gf_cuda_floats(ctx, CH * V);                                                  // (CH, V)
-        cublasHandle_t bl = gf_cuda_blas();
-        const int iD = gf_blas_int(D), iV = gf_blas_int(V);
-        const float one = 1.0f, zero = 0.0f;
         for (int64_t c0 = 0; c0 < N; c0 += CH) {
-            const int n = (int)(N - c0 < CH ? N - c0 : CH);
-            const float *hc = h->data + c0 * D;
-            GF_CUBLAS_NOTE(gf_cublas.sgemm(bl, CUBLAS_OP_T, CUBLAS_OP_N, iV, n, iD, &one, E->data, iD, hc, iD, &zero,
-                                           buf, iV));
+            const int64_t n = N - c0 < CH ? N - c0 : CH;
+            const float *hc = h->data + c0 * D; // (n, D)
+            cu_sgemm_rm(0, 1, n, V, D, hc, D, E->data, D, 0.0f, buf, V); /* logits = h·Eᵀ */
             head_rows<<<(unsigned)n, cu_row_threads(V), 0, gf_cuda_stream()>>>(buf, nll + c0, tg + c0, V,
                                                                                 ignore_index, inv, grad);
             GF_CUDA_LAUNCHED("head_rows");
-            if (gh)
-                GF_CUBLAS_NOTE(gf_cublas.sgemm(bl, CUBLAS_OP_N, CUBLAS_OP_N, iD, n, iV, &one, E->data, iD, buf, iV,
-                                               &zero, dh + c0 * D, iD));
-            if (gE)
-                GF_CUBLAS_NOTE(gf_cublas.sgemm(bl, CUBLAS_OP_N, CUBLAS_OP_T, iD, iV, n, &one, hc, iD, buf, iV,
-                                               c0 == 0 ? &zero : &one, dE, iD));
+            if (gh) cu_sgemm_rm(0, 0, n, D, V, buf, V, E->data, D, 0.0f, dh + c0 * D, D); /* dh = dl·E */
+            if (gE) cu_sgemm_rm(1, 0, V, D, n, buf, V, hc, D, c0 == 0 ? 0.0f : 1.0f, dE, D); /* dE += dlᵀ·h */
         }
     }
     gf_tensor *y = cu_loss_mean(ctx, nll, N, cnt, nll_sum); // (1)
