@@ -23,6 +23,12 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
                              const int64_t *ids_shape);
 gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_sigmoid_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_lerp_cuda(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const);
+gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);
+gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask);
+gf_tensor *gf_pair_match_cuda(gf_ctx *ctx, gf_tensor *x);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -32,6 +38,12 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
 #define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
+#define gf_sigmoid_cuda(...) gf_no_cuda_op("sigmoid")
+#define gf_lerp_cuda(...) gf_no_cuda_op("lerp")
+#define gf_concat_cuda(...) gf_no_cuda_op("concat")
+#define gf_dropout_cuda(...) gf_no_cuda_op("dropout")
+#define gf_masked_mean_cuda(...) gf_no_cuda_op("masked_mean")
+#define gf_pair_match_cuda(...) gf_no_cuda_op("pair_match")
 #endif
 
 #ifdef __cplusplus
