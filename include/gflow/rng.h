@@ -33,15 +33,25 @@ double gf_rng_normal(gf_rng *r);
 /* Fisher-Yates shuffle of an index array */
 void gf_rng_shuffle_i64(gf_rng *r, int64_t *a, int64_t n);
 
+/* The hash below is compiled for the GPU too (nvcc defines __CUDACC__): dropout's CUDA kernel
+ * (src/ops/cuda/dropout.cu) calls this very definition, so its masks are the CPU's bit for bit. */
+#ifndef GF_HOST_DEVICE
+#ifdef __CUDACC__
+#define GF_HOST_DEVICE __host__ __device__
+#else
+#define GF_HOST_DEVICE
+#endif
+#endif
+
 /* Stateless counter-based hash (splitmix64 finaliser of key + i*golden). */
-static inline uint64_t gf_rng_hash(uint64_t key, uint64_t i) {
+static inline GF_HOST_DEVICE uint64_t gf_rng_hash(uint64_t key, uint64_t i) {
     uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 /* float in [0,1) from the hash */
-static inline float gf_rng_hash_uniform(uint64_t key, uint64_t i) {
+static inline GF_HOST_DEVICE float gf_rng_hash_uniform(uint64_t key, uint64_t i) {
     return (float)(gf_rng_hash(key, i) >> 40) * (1.0f / 16777216.0f);
 }
 

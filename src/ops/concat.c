@@ -18,6 +18,8 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(a->ndim == b->ndim, "concat: rank mismatch");
     for (int32_t i = 0; i < a->ndim - 1; i++) GF_ASSERT(a->shape[i] == b->shape[i], "concat: dim %d differs", i);
+    gf_tensor *in[2] = {a, b};
+    if (gf_op_device("concat", 2, in) != GF_DEV_CPU) return gf_concat_cuda(ctx, a, b);
     int64_t R = gf_tensor_rows(a), Da = gf_tensor_cols(a), Db = gf_tensor_cols(b), Dy = Da + Db;
     gf_tensor *y = gf_tensor_like_cols(ctx, a, Dy);
 #pragma omp parallel for schedule(static)
@@ -25,7 +27,6 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
         memcpy(y->data + r * Dy, a->data + r * Da, (size_t)Da * sizeof(float));
         memcpy(y->data + r * Dy + Da, b->data + r * Db, (size_t)Db * sizeof(float));
     }
-    gf_tensor *in[2] = {a, b};
     gf_tape_record(ctx, &gf_op_concat, y, 2, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -36,6 +36,8 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
     GF_ASSERT(R % nb == 0, "dropout: %lld leading rows are not copies of the batch's %lld rows", (long long)R,
               (long long)nb);
+    gf_tensor *in[1] = {x};
+    if (gf_op_device("dropout", 1, in) != GF_DEV_CPU) return gf_dropout_cuda(ctx, x, p);
     uint64_t key = gf_rng_u64(ctx->rng);
     float scale = 1.0f / (1.0f - p);
     uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
@@ -48,7 +50,6 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
             y->data[i] = keep[i] ? x->data[i] * scale : 0.0f;
         }
     }
-    gf_tensor *in[1] = {x};
     gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);
     if (n) { n->saved = keep; n->fp[0] = scale; }
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -23,6 +23,8 @@ static void lerp_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(gf_tensor_same_shape(a, b) && (!alpha || gf_tensor_same_shape(a, alpha)), "lerp: shape mismatch");
+    gf_tensor *in[3] = {alpha, a, b};
+    if (gf_op_device("lerp", 3, in) != GF_DEV_CPU) return gf_lerp_cuda(ctx, alpha, a, b, alpha_const);
     int64_t N = gf_tensor_numel(a);
     gf_tensor *y = gf_tensor_like(ctx, a);
 #pragma omp parallel for schedule(static)
@@ -30,7 +32,6 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
         float w = alpha ? alpha->data[i] : alpha_const;
         y->data[i] = w * a->data[i] + (1.0f - w) * b->data[i];
     }
-    gf_tensor *in[3] = {alpha, a, b};
     gf_node *n = gf_tape_record(ctx, &gf_op_lerp, y, 3, in);
     if (n) n->fp[0] = alpha_const;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

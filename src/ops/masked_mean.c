@@ -22,10 +22,7 @@ static void masked_mean_backward(gf_ctx *ctx, gf_node *n) {
     }
 }
 
-gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
-    double t0 = gf_prof_begin(ctx);
-    GF_ASSERT(x->ndim == 3, "masked_mean: x must be (B, L, D)");
-    int64_t B = x->shape[0], L = x->shape[1], D = x->shape[2];
+float *gf_masked_mean_weights(gf_ctx *ctx, const float *mask, int64_t B, int64_t L) {
     float *wt = gf_arena_floats(&ctx->arena, B * L); // (B, L) normalised weights
     for (int64_t bb = 0; bb < B; bb++) {
         double den = 0.0;
@@ -35,6 +32,16 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
         }
         for (int64_t t = 0; t < L; t++) wt[bb * L + t] = den > 0 ? (float)(mask[bb * L + t] / den) : 0.0f;
     }
+    return wt;
+}
+
+gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
+    double t0 = gf_prof_begin(ctx);
+    GF_ASSERT(x->ndim == 3, "masked_mean: x must be (B, L, D)");
+    gf_tensor *in[1] = {x};
+    if (gf_op_device("masked_mean", 1, in) != GF_DEV_CPU) return gf_masked_mean_cuda(ctx, x, mask);
+    int64_t B = x->shape[0], L = x->shape[1], D = x->shape[2];
+    float *wt = gf_masked_mean_weights(ctx, mask, B, L); // (B, L)
     gf_tensor *y = gf_tensor_new2(ctx, B, D); // (B, D)
 #pragma omp parallel for schedule(static)
     for (int64_t bb = 0; bb < B; bb++) {
@@ -47,7 +54,6 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
             for (int64_t d = 0; d < D; d++) yb[d] += s * xt[d];
         }
     }
-    gf_tensor *in[1] = {x};
     gf_node *n = gf_tape_record(ctx, &gf_op_masked_mean, y, 1, in);
     if (n) n->saved = wt;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -47,6 +47,17 @@ void gf_colsum_acc(gf_ctx *ctx, float *dst, const float *x, const float *w, int6
 /* check that b broadcasts onto a: same shape, or b's shape equals a's trailing dims */
 int gf_broadcastable(const gf_tensor *a, const gf_tensor *b);
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* masked_mean's normalised weights w_bt = m_bt / Σ_t m_bt (Σ in double; 0 for a row of zero
+ * weights), (B, L) in the host arena; asserts that no weight is negative. The CPU op and its
+ * CUDA twin (src/ops/cuda/masked_mean.cu) share it, so both use the same weights. */
+float *gf_masked_mean_weights(gf_ctx *ctx, const float *mask, int64_t B, int64_t L);
+#ifdef __cplusplus
+}
+#endif
+
 static inline int gf_blas_int(int64_t v) {
     GF_ASSERT(v >= 0 && v <= INT_MAX, "GEMM dimension %lld exceeds the BLAS int range", (long long)v);
     return (int)v;

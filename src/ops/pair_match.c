@@ -30,6 +30,8 @@ static void pair_match_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(x->ndim == 2 && x->shape[0] % 2 == 0, "pair_match: x must be (2B, D)");
+    gf_tensor *in[1] = {x};
+    if (gf_op_device("pair_match", 1, in) != GF_DEV_CPU) return gf_pair_match_cuda(ctx, x);
     int64_t B = x->shape[0] / 2, D = x->shape[1];
     gf_tensor *y = gf_tensor_new2(ctx, B, 4 * D); // (B, 4D)
 #pragma omp parallel for schedule(static)
@@ -43,7 +45,6 @@ gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x) {
             yb[3 * D + d] = u[d] * v[d];
         }
     }
-    gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &gf_op_pair_match, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -14,6 +14,8 @@ static void sigmoid_backward(gf_ctx *ctx, gf_node *n) {
 
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
+    gf_tensor *in[1] = {x};
+    if (gf_op_device("sigmoid", 1, in) != GF_DEV_CPU) return gf_sigmoid_cuda(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
 #pragma omp parallel for schedule(static)
@@ -23,7 +25,6 @@ gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
         if (v >= 0) y->data[i] = 1.0f / (1.0f + expf(-v));
         else { float e = expf(v); y->data[i] = e / (1.0f + e); }
     }
-    gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &gf_op_sigmoid, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

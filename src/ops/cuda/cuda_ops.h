@@ -31,6 +31,12 @@ gf_tensor *gf_cross_entropy_cuda(gf_ctx *ctx, gf_tensor *logits, const int32_t *
                                  double *nll_sum, int64_t *n_counted);
 gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
                            double *nll_sum, int64_t *n_counted);
+gf_tensor *gf_sigmoid_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_lerp_cuda(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const);
+gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
+gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);
+gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask);
+gf_tensor *gf_pair_match_cuda(gf_ctx *ctx, gf_tensor *x);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -44,6 +50,12 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_plucker_window_cuda(...) gf_no_cuda_op("plucker_window")
 #define gf_cross_entropy_cuda(...) gf_no_cuda_op("cross_entropy")
 #define gf_head_ce_cuda(...) gf_no_cuda_op("head_ce")
+#define gf_sigmoid_cuda(...) gf_no_cuda_op("sigmoid")
+#define gf_lerp_cuda(...) gf_no_cuda_op("lerp")
+#define gf_concat_cuda(...) gf_no_cuda_op("concat")
+#define gf_dropout_cuda(...) gf_no_cuda_op("dropout")
+#define gf_masked_mean_cuda(...) gf_no_cuda_op("masked_mean")
+#define gf_pair_match_cuda(...) gf_no_cuda_op("pair_match")
 #endif
 
 #ifdef __cplusplus

@@ -1,0 +1,324 @@
+/* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
+ * masked_mean, pair_match) against their CPU ops, forward and backward, through the harness of
+ * cuda_check.h (normwise relative error <= 1e-4, the same bits on a second GPU run, input
+ * gradients that start non-zero). Shapes are awkward: one row, D = 100, widths that are not
+ * multiples of 32, more elements than one block, shared inputs (concat(x, x), lerp(x, x, b)),
+ * inputs that need no gradient.
+ *
+ * Dropout is checked bit for bit besides: the same key from rngs seeded alike, the device
+ * hash (gflow/rng.h compiled for the GPU), the row keying by batch_rows/batch_row0, so the
+ * mask, the output and the gradients equal the CPU's exactly, and both rngs advance alike.
+ *
+ * Two chains run the tape's device paths: the Grassmann block's gate
+ * (lerp(sigmoid(linear(concat(n, g))), n, g) then dropout, src/nn/blocks.c) and the NLI head
+ * (masked mean of premises and hypotheses, dropout over two copies of the batch rows, pair
+ * features, linear).
+ *
+ * The suite's gate (one SKIP line without a GPU) is in test_cuda_ops.c.
+ */
+#include "cuda_check.h"
+
+#include <string.h>
+
+#ifdef GF_HAVE_CUDA
+
+/* a case's input i needs no gradient (on both devices): its gradient must stay as it was */
+static void no_grad(op_case *c, int i) {
+    c->cpu[i]->flags &= ~GF_T_REQ_GRAD;
+    c->gpu[i]->flags &= ~GF_T_REQ_GRAD;
+}
+
+/* ---- sigmoid ---- */
+
+static gf_tensor *b_sigmoid(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_sigmoid(c, in[0]); }
+
+GF_TEST(cuda, sigmoid) {
+    /* scale 30: |x| up to ~100, both branches far into saturation (exp under- and overflow) */
+    static const struct { int32_t nd; int64_t s[3]; float scale; } k[] = {
+        {2, {1, 100}, 1.0f}, {3, {3, 7, 100}, 4.0f}, {1, {1}, 1.0f}, {2, {3, 33337}, 2.0f}, {2, {5, 33}, 30.0f},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "sigmoid", .f = b_sigmoid};
+        add_input(&c, k[i].nd, k[i].s, 200 + i, k[i].scale);
+        GF_CHECK(check_case(&c) == 0, "sigmoid case %zu", i);
+        case_free(&c);
+    }
+}
+
+/* ---- lerp ---- */
+
+static gf_tensor *b_lerp(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_lerp(c, in[0], in[1], in[2], 0.0f); }
+static gf_tensor *b_lerp_const(gf_ctx *c, gf_tensor **in, void *u) {
+    return gf_lerp(c, NULL, in[0], in[1], *(const float *)u);
+}
+static gf_tensor *b_lerp_xxb(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_lerp(c, in[0], in[0], in[1], 0.0f); }
+static gf_tensor *b_lerp_axx(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_lerp(c, in[0], in[1], in[1], 0.0f); }
+
+GF_TEST(cuda, lerp) {
+    static const struct { int32_t nd; int64_t s[3]; } k[] = {
+        {2, {1, 100}}, {3, {3, 7, 33}}, {1, {1}}, {2, {2, 40000}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "lerp", .f = b_lerp};
+        for (int j = 0; j < 3; j++) add_input(&c, k[i].nd, k[i].s, 210 + 3 * i + (size_t)j, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "lerp case %zu", i);
+        case_free(&c);
+    }
+    /* the no-gate ablation's constant, and another */
+    static const float consts[2] = {0.5f, 0.3f};
+    for (int i = 0; i < 2; i++) {
+        op_case c = {.what = "lerp(const)", .f = b_lerp_const, .user = (void *)&consts[i]};
+        int64_t s[3] = {3, 5, 100};
+        add_input(&c, 3, s, 230 + (uint64_t)i, 1.0f);
+        add_input(&c, 3, s, 232 + (uint64_t)i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "lerp const %g", (double)consts[i]);
+        case_free(&c);
+    }
+    /* inputs that need no gradient: α (the kernel's dα pointer is NULL), then b */
+    for (int skip = 0; skip < 3; skip += 2) {
+        op_case c = {.what = skip ? "lerp(b no grad)" : "lerp(alpha no grad)", .f = b_lerp};
+        int64_t s[2] = {7, 33};
+        for (int j = 0; j < 3; j++) add_input(&c, 2, s, 240 + (uint64_t)(3 * skip + j), 1.0f);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "%s", c.what);
+        case_free(&c);
+    }
+    /* one tensor in two roles: its two gradient terms land in one buffer */
+    int64_t s[2] = {4, 100};
+    op_case c = {.what = "lerp(x, x, b)", .f = b_lerp_xxb};
+    add_input(&c, 2, s, 250, 1.0f);
+    add_input(&c, 2, s, 251, 1.0f);
+    GF_CHECK(check_case(&c) == 0, "lerp(x, x, b)");
+    case_free(&c);
+    op_case c2 = {.what = "lerp(alpha, x, x)", .f = b_lerp_axx};
+    add_input(&c2, 2, s, 252, 1.0f);
+    add_input(&c2, 2, s, 253, 1.0f);
+    GF_CHECK(check_case(&c2) == 0, "lerp(alpha, x, x)");
+    case_free(&c2);
+}
+
+/* ---- concat ---- */
+
+static gf_tensor *b_concat(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_concat(c, in[0], in[1]); }
+static gf_tensor *b_concat_self(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_concat(c, in[0], in[0]); }
+
+GF_TEST(cuda, concat) {
+    static const struct { int32_t nd; int64_t a[3], b[3]; } k[] = {
+        {2, {1, 100}, {1, 37}},   {3, {3, 7, 33}, {3, 7, 100}}, {2, {300, 1}, {300, 64}},
+        {3, {2, 5, 1}, {2, 5, 1}}, {2, {1000, 100}, {1000, 100}}, {1, {7}, {1}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "concat", .f = b_concat};
+        add_input(&c, k[i].nd, k[i].a, 260 + i, 1.0f);
+        add_input(&c, k[i].nd, k[i].b, 270 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "concat case %zu", i);
+        case_free(&c);
+    }
+    /* one input without a gradient */
+    int64_t sa[2] = {5, 33}, sb[2] = {5, 65};
+    op_case c = {.what = "concat(a no grad)", .f = b_concat};
+    add_input(&c, 2, sa, 280, 1.0f);
+    add_input(&c, 2, sb, 281, 1.0f);
+    no_grad(&c, 0);
+    GF_CHECK(check_case(&c) == 0, "concat(a no grad)");
+    case_free(&c);
+    /* concat(x, x): both halves of dy add into x's gradient */
+    op_case c2 = {.what = "concat(x, x)", .f = b_concat_self};
+    add_input(&c2, 2, sb, 282, 1.0f);
+    GF_CHECK(check_case(&c2) == 0, "concat(x, x)");
+    case_free(&c2);
+}
+
+/* ---- dropout ---- */
+
+typedef struct drop_user {
+    float p;
+    int64_t rows, row0; /* ctx->batch_rows, batch_row0 */
+    int twice;          /* dropout(dropout(x)): the inner output's gradient is stored fresh */
+} drop_user;
+
+static gf_tensor *b_dropout(gf_ctx *c, gf_tensor **in, void *u) {
+    const drop_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *y = gf_dropout(c, in[0], d->p);
+    return d->twice ? gf_dropout(c, y, d->p) : y;
+}
+
+static const struct { int32_t nd; int64_t s[3]; drop_user u; } drop_cases[] = {
+    {2, {1, 100}, {0.3f, 0, 0, 0}},      {3, {6, 7, 33}, {0.1f, 3, 5, 0}},   /* two copies of rows 5..7 */
+    {2, {4, 1000}, {0.5f, 2, 0, 1}},     {2, {3, 33337}, {0.25f, 0, 0, 0}},  /* beyond one block */
+    {1, {1}, {0.5f, 0, 0, 0}},           {3, {2, 130, 100}, {0.9f, 1, 17, 1}},
+};
+
+GF_TEST(cuda, dropout) {
+    for (size_t i = 0; i < sizeof drop_cases / sizeof drop_cases[0]; i++) {
+        op_case c = {.what = "dropout", .f = b_dropout, .user = (void *)&drop_cases[i].u, .training = 1};
+        add_input(&c, drop_cases[i].nd, drop_cases[i].s, 290 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "dropout case %zu", i);
+        case_free(&c);
+    }
+}
+
+/* The mask (uint8, saved in the node), the output and the gradients equal the CPU's bit for bit;
+ * both rngs have advanced alike (one draw per call); the keep rate is 1 - p within 6 sigma. */
+GF_TEST(cuda, dropout_bitwise) {
+    for (size_t i = 0; i < sizeof drop_cases / sizeof drop_cases[0]; i++) {
+        const drop_user *u = &drop_cases[i].u;
+        gf_tensor *xc = gc_leaf(drop_cases[i].nd, drop_cases[i].s, 300 + i, 1.0f);
+        for (int64_t j = 0; j < gf_tensor_numel(xc); j++) xc->grad[j] = (float)(j % 13) * 0.25f - 1.5f;
+        gf_tensor *xg = dev_copy(xc);
+        int64_t N = gf_tensor_numel(xc);
+        gf_rng rc, rg;
+        gf_rng_seed(&rc, 777 + i);
+        gf_rng_seed(&rg, 777 + i);
+        gf_ctx cc, gc;
+        gf_ctx_init(&cc, 0, &rc);
+        gf_ctx_init(&gc, 0, &rg);
+        cc.training = gc.training = 1;
+        GF_REQUIRE_OK(gf_ctx_use_cuda(&gc, 0));
+        gf_tensor *yc = b_dropout(&cc, &xc, (void *)u), *yg = b_dropout(&gc, &xg, (void *)u);
+        GF_CHECK(!memcmp(rc.s, rg.s, sizeof rc.s), "case %zu: the rngs advanced differently", i);
+        GF_REQUIRE(cc.last && gc.last && !strcmp(gc.last->op->name, "dropout"), "case %zu: no dropout node", i);
+        uint8_t *mg = malloc((size_t)N);
+        GF_CHECK_OK(gf_cuda_sync());
+        GF_CHECK_OK(gf_cuda_download(mg, gc.last->saved, (size_t)N));
+        const uint8_t *mc = cc.last->saved;
+        int64_t kept = 0, diff = -1;
+        for (int64_t j = 0; j < N; j++) {
+            kept += mc[j];
+            if (diff < 0 && mc[j] != mg[j]) diff = j;
+        }
+        GF_CHECK(diff < 0, "case %zu: masks differ first at %lld (cpu %d, gpu %d)", i, (long long)diff,
+                 diff < 0 ? 0 : mc[diff], diff < 0 ? 0 : mg[diff]);
+        double q = 1.0 - (double)u->p, want = q * (double)N, sd = sqrt((double)N * q * (1.0 - q));
+        GF_CHECK(fabs((double)kept - want) <= 6.0 * sd + 1.0, "case %zu: kept %lld of %lld at p = %g", i,
+                 (long long)kept, (long long)N, (double)u->p);
+        float *yh = download(yg->data, N);
+        GF_CHECK(!memcmp(yh, yc->data, (size_t)N * sizeof(float)), "case %zu: outputs differ", i);
+        float *r = malloc((size_t)N * sizeof(float));
+        for (int64_t j = 0; j < N; j++) r[j] = (float)gf_rng_normal(&rc);
+        gf_tape_backward_from(&cc, yc, r);
+        gf_tape_backward_from(&gc, yg, r);
+        GF_CHECK_OK(gf_cuda_sync());
+        float *gh = download(xg->grad, N);
+        GF_CHECK(!memcmp(gh, xc->grad, (size_t)N * sizeof(float)), "case %zu: gradients differ", i);
+        /* not training: the identity, on the GPU too */
+        gc.training = 0;
+        GF_CHECK(gf_dropout(&gc, xg, u->p) == xg, "case %zu: identity in eval mode", i);
+        free(mg);
+        free(yh);
+        free(gh);
+        free(r);
+        gf_ctx_free(&cc);
+        gf_ctx_free(&gc);
+        dev_free(xg);
+        gc_leaf_free(xc);
+    }
+}
+
+/* ---- masked_mean ---- */
+
+static gf_tensor *b_mmean(gf_ctx *c, gf_tensor **in, void *u) { return gf_masked_mean(c, in[0], (const float *)u); }
+
+GF_TEST(cuda, masked_mean) {
+    static const int64_t k[][3] = {{1, 1, 100}, {3, 7, 100}, {5, 13, 33}, {2, 130, 257}, {4, 1, 1}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        int64_t B = k[i][0], L = k[i][1];
+        float *mask = malloc((size_t)(B * L) * sizeof(float));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < L; t++) {
+                float m = (float)((b * 7 + t * 3) % 5) * 0.5f; /* zeros (padding) and fractional weights */
+                if (i == 1 && b == 1) m = 0.0f;              /* an unused row: y = 0, no gradient */
+                if (B * L == 1) m = 1.0f;
+                mask[b * L + t] = m;
+            }
+        op_case c = {.what = "masked_mean", .f = b_mmean, .user = mask};
+        add_input(&c, 3, k[i], 310 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "masked_mean case %zu", i);
+        case_free(&c);
+        free(mask);
+    }
+}
+
+/* ---- pair_match ---- */
+
+static gf_tensor *b_pair(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_pair_match(c, in[0]); }
+
+GF_TEST(cuda, pair_match) {
+    static const int64_t k[][2] = {{2, 100}, {6, 33}, {2, 1}, {64, 300}, {2, 40000}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "pair_match", .f = b_pair};
+        add_input(&c, 2, k[i], 320 + i, 1.0f);
+        GF_CHECK(check_case(&c) == 0, "pair_match case %zu", i);
+        case_free(&c);
+    }
+    /* u == v in places: the |u - v| gradient is 0 there on both devices */
+    op_case c = {.what = "pair_match(ties)", .f = b_pair};
+    int64_t s[2] = {8, 33};
+    add_input(&c, 2, s, 330, 1.0f);
+    for (int64_t j = 0; j < 4 * 33; j += 3) c.cpu[0]->data[4 * 33 + j] = c.cpu[0]->data[j];
+    dev_free(c.gpu[0]);
+    c.gpu[0] = dev_copy(c.cpu[0]);
+    GF_CHECK(check_case(&c) == 0, "pair_match(ties)");
+    case_free(&c);
+}
+
+/* ---- chains ---- */
+
+/* the Grassmann block's gated fusion (src/nn/blocks.c), then dropout:
+ * α = σ(linear([n ; g], W, b)),  y = dropout(α ⊙ n + (1 − α) ⊙ g)  (or the constant 0.5) */
+static gf_tensor *b_gate(gf_ctx *c, gf_tensor **in, void *u) {
+    gf_tensor *n = in[0], *g = in[1];
+    gf_tensor *mix = *(const int *)u ? gf_lerp(c, NULL, n, g, 0.5f)
+                       : gf_lerp(c, gf_sigmoid(c, gf_linear(c, gf_concat(c, n, g), in[2], in[3])), n, g, 0.0f);
+    return gf_dropout(c, mix, 0.1f);
+}
+
+GF_TEST(cuda, chain_gate) {
+    for (int nogate = 0; nogate < 2; nogate++) {
+        op_case c = {.what = nogate ? "gate chain (no gate)" : "gate chain", .f = b_gate, .user = &nogate,
+                     .training = 1};
+        int64_t sx[3] = {3, 7, 100}, sw[2] = {100, 200}, sb[1] = {100};
+        add_input(&c, 3, sx, 340, 1.0f);
+        add_input(&c, 3, sx, 341, 1.0f);
+        if (!nogate) {
+            add_input(&c, 2, sw, 342, 0.1f);
+            add_input(&c, 1, sb, 343, 0.5f);
+        }
+        GF_CHECK(check_case(&c) == 0, "%s", c.what);
+        case_free(&c);
+    }
+}
+
+/* the siamese NLI head: x (2B, L, D) premises then hypotheses, pooled by masked mean, dropout
+ * over the two copies of the B batch rows (batch_rows = B, rows [3, 3 + B) of a larger batch),
+ * pair features, a linear classifier */
+typedef struct nli_user {
+    const float *mask;
+    int64_t B;
+} nli_user;
+
+static gf_tensor *b_nli(gf_ctx *c, gf_tensor **in, void *u) {
+    const nli_user *nu = u;
+    c->batch_rows = nu->B;
+    c->batch_row0 = 3;
+    gf_tensor *pooled = gf_dropout(c, gf_masked_mean(c, in[0], nu->mask), 0.2f); // (2B, D)
+    return gf_linear(c, gf_pair_match(c, pooled), in[1], in[2]);                 // (B, 3)
+}
+
+GF_TEST(cuda, chain_nli_head) {
+    enum { B = 5, L = 11, D = 100 };
+    float mask[2 * B * L];
+    for (int r = 0; r < 2 * B; r++)
+        for (int t = 0; t < L; t++) mask[r * L + t] = t < 3 + (r * 5) % (L - 2) ? 1.0f : 0.0f; /* lengths 3..10 */
+    nli_user u = {mask, B};
+    op_case c = {.what = "nli head chain", .f = b_nli, .user = &u, .training = 1};
+    int64_t sx[3] = {2 * B, L, D}, sw[2] = {3, 4 * D}, sb[1] = {3};
+    add_input(&c, 3, sx, 350, 1.0f);
+    add_input(&c, 2, sw, 351, 0.1f);
+    add_input(&c, 1, sb, 352, 0.5f);
+    GF_CHECK(check_case(&c) == 0, "nli head chain");
+    case_free(&c);
+}
+#endif
