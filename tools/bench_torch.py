@@ -10,6 +10,22 @@ tools/torch_ref.py's build_model, trains on random tokens and prints the same `k
 fields as `gflow bench` (the by-op-family split is gflow-only). MFU is against a 2048^3
 torch.matmul timed first in the same process.
 
+  python3 tools/bench_torch.py RECIPE --device cuda [--mode eager|compile|both] [--compile]
+                               [--compile-mode M] [--attn auto|sdpa|manual] [--tf32] [...]
+
+The side of `gflow bench RECIPE --set run.device=cuda`: the same model and step on the GPU,
+eager and/or torch.compile'd (default both, one block of fields each, eager first; --compile
+alone: compiled only). The compiled function is the loss (forward and cross-entropy; backward
+through AOTAutograd); zero_grad, clip_grad_norm_ and AdamW (its default implementation) stay
+eager. The batch is drawn on the host and copied to the GPU inside the forward phase, as gflow
+uploads its batch. Phases are timed with CUDA events, the host waiting once at the end of each
+step; the --warmup steps are not timed (warmup_s reports them: compilation happens there, so
+--warmup must be >= 1 with compile). The Transformer's attention goes through
+F.scaled_dot_product_attention (fused kernels; --attn auto = sdpa on the GPU when this torch has
+it, checked against the reference attention first); on the CPU it stays torch_ref's.
+MFU is against an 8192^3 torch.matmul (FP32; --tf32 allows TF32 for it and for the model)
+timed first; peak_device_mb is torch.cuda.max_memory_allocated over the timed steps.
+
   /usr/bin/python3 tools/bench_torch.py RECIPE --generate [--n N] [--recompute-max C]
                                         [--threads T] [--set section.key=value]...
 
@@ -29,6 +45,8 @@ Before timing, the KV-cache logits are checked against the full forward's (max r
 import argparse
 import configparser
 import dataclasses
+import gc
+import importlib
 import math
 import os
 import resource
@@ -39,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import ModelConfig, build_model, n_params  # noqa: E402
+from torch_ref import CausalSelfAttention, ModelConfig, build_model, n_params  # noqa: E402
 
 
 def load_recipe(path, sets):
@@ -94,7 +112,9 @@ def flops_per_token(c, L):
     return 2.0 * (c.n_layers * layer + D * V)
 
 
-def matmul_peak(n=2048):
+def matmul_peak(n=2048, device="cpu"):
+    if device != "cpu":
+        return matmul_peak_cuda(n, device)
     a, b = torch.randn(n, n), torch.randn(n, n)
     best = 1e30
     for rep in range(4):
@@ -104,6 +124,103 @@ def matmul_peak(n=2048):
         if rep:
             best = min(best, dt)
     return 2.0 * n ** 3 / best * 1e-9
+
+
+def matmul_peak_cuda(n, device, reps=5):
+    """Best of reps CUDA-event-timed a @ b.t() after two untimed ones (random FP32 operands)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    for _ in range(2):
+        a @ b.t()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = 1e30
+    for _ in range(reps):
+        e0.record()
+        a @ b.t()
+        e1.record()
+        e1.synchronize()
+        best = min(best, 1e-3 * e0.elapsed_time(e1))
+    del a, b
+    torch.cuda.empty_cache()
+    return 2.0 * n ** 3 / best * 1e-9
+
+
+# ----------------------------------------------------------------------------------------------
+# --device cuda
+
+
+class SDPAAttention(CausalSelfAttention):
+    """torch_ref's CausalSelfAttention through F.scaled_dot_product_attention: the same math
+    (scale 1/sqrt(hd), causal, no dropout on the probabilities), fused kernels on a GPU."""
+
+    def forward(self, x):
+        B, L, d = x.shape
+        # qkv's columns are [q; k; v], each H heads of hd: (B, L, 3, H, hd) -> (3, B, H, L, hd)
+        qkv = self.qkv(x).view(B, L, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)  # (B, H, L, hd)
+        return self.proj(y.transpose(1, 2).reshape(B, L, d))
+
+
+def use_sdpa(model):
+    """Switch every attention module of model to SDPAAttention (same parameters); returns how many."""
+    n = 0
+    for m in model.modules():
+        if type(m) is CausalSelfAttention:
+            m.__class__ = SDPAAttention
+            n += 1
+    return n
+
+
+def check_sdpa(cfg, device, tol=1e-4):
+    """SDPA attention == torch_ref's on one small batch of a Transformer of cfg's shape (eval)."""
+    model = build_model(dataclasses.replace(cfg, family="transformer")).to(device).eval()
+    ids = torch.randint(0, cfg.V, (2, min(cfg.Lmax, 64)), device=device)
+    with torch.no_grad():
+        want = model(ids)
+        use_sdpa(model)
+        got = model(ids)
+    err = (got - want).abs().max().item() / want.abs().max().item()
+    print(f"check: sdpa attention {'matches' if err <= tol else 'DIFFERS FROM'} the reference attention "
+          f"(max rel err {err:.1e})")
+    if err > tol:
+        raise SystemExit(1)
+
+
+def driver_release():
+    """The NVIDIA kernel module's release ("580.159.04"), or "?"."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            line = f.readline()
+    except OSError:
+        return "?"
+    rest = line.split("Module", 1)[1].split() if "Module" in line else []
+    return rest[0] if rest else "?"
+
+
+def gpu_line(device):
+    p = torch.cuda.get_device_properties(device)
+    return (f"gpu: {p.name} (cc {p.major}.{p.minor}, {p.total_memory / 2 ** 30:.1f} GiB, driver {driver_release()}, "
+            f"torch {torch.__version__} with CUDA {torch.version.cuda})")
+
+
+class Clock:
+    """Phase marks: host perf_counter on the CPU; on a GPU CUDA events on the current stream, the
+    host waiting for the step's last mark only (phases() returns seconds per phase)."""
+
+    def __init__(self, device):
+        self.cuda = device != "cpu"
+
+    def mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def phases(self, marks):
+        if not self.cuda:
+            return [b - a for a, b in zip(marks, marks[1:])]
+        marks[-1].synchronize()
+        return [1e-3 * a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
 
 # ----------------------------------------------------------------------------------------------
 # --generate
@@ -280,7 +397,9 @@ def generate(a, kv):
         bench_family(cfg, a.n, a.recompute_max)
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The options, with the device's defaults resolved: a.modes (["eager"], ["compile"] or both),
+    a.peak_n (2048 on the CPU, 8192 on a GPU), a.attn ("sdpa" or "manual" for --attn auto)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("recipe")
     ap.add_argument("--steps", type=int, default=3)
@@ -289,12 +408,139 @@ def main(argv=None):
     ap.add_argument("--seq-len", type=int, default=0)
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--set", action="append", default=[])
-    ap.add_argument("--peak-n", type=int, default=2048)
+    ap.add_argument("--peak-n", type=int, default=None, help="square matmul of the MFU (2048; 8192 on a GPU; 0: none)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the model trains (cpu)")
+    ap.add_argument("--mode", choices=("eager", "compile", "both"), default=None,
+                    help="eager, torch.compile, or both one after the other (eager; both with --device cuda)")
+    ap.add_argument("--compile", action="store_true", help="same as --mode compile")
+    ap.add_argument("--compile-mode", default="default", help="torch.compile's mode= (default)")
+    ap.add_argument("--attn", choices=("auto", "sdpa", "manual"), default="auto",
+                    help="Transformer attention: F.scaled_dot_product_attention or torch_ref's (auto: sdpa on a GPU)")
+    ap.add_argument("--tf32", action="store_true", help="--device cuda: allow TF32 in matmuls (off: plain FP32)")
     ap.add_argument("--generate", action="store_true", help="generation speed (see above)")
     ap.add_argument("--n", type=int, default=1, help="--generate: rows decoded as one batch")
     ap.add_argument("--recompute-max", type=int, default=512,
                     help="--generate: largest ctx of the recompute_ms_per_token column")
     a = ap.parse_args(argv)
+    if a.compile and a.mode not in (None, "compile"):
+        ap.error(f"--compile contradicts --mode {a.mode}")
+    mode = "compile" if a.compile else a.mode or ("both" if a.device == "cuda" else "eager")
+    a.modes = ["eager", "compile"] if mode == "both" else [mode]
+    if a.peak_n is None:
+        a.peak_n = 8192 if a.device == "cuda" else 2048
+    if a.attn == "auto":
+        a.attn = "sdpa" if a.device == "cuda" and hasattr(F, "scaled_dot_product_attention") else "manual"
+    if a.device == "cpu" and a.tf32:
+        ap.error("--tf32 is for --device cuda")
+    if a.generate and (a.device != "cpu" or a.mode or a.compile):
+        ap.error("--generate runs eager on the CPU")
+    if "compile" in a.modes and a.warmup < 1:
+        ap.error("torch.compile compiles in the first step: --warmup must be >= 1")
+    return a
+
+
+def check_runtime(a):
+    """What this torch cannot do for the options: a one-line SystemExit (status 1)."""
+    if a.device == "cuda" and not torch.cuda.is_available():
+        why = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU visible"
+        raise SystemExit(f"bench_torch: --device cuda: this torch ({torch.__version__}) cannot use a GPU ({why})")
+    if "compile" in a.modes and not hasattr(torch, "compile"):
+        raise SystemExit(f"bench_torch: torch.compile needs PyTorch 2.0 or later (this is {torch.__version__}); "
+                         "use --mode eager")
+    if a.attn == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        raise SystemExit(f"bench_torch: --attn sdpa needs F.scaled_dot_product_attention (PyTorch 2.0 or later; "
+                         f"this is {torch.__version__})")
+
+
+def train_bench(a, kv, cfg, B, L, mode, peak):
+    """Time a.steps training steps after a.warmup untimed ones and print one block of fields."""
+    dev = a.device
+    cuda = dev != "cpu"
+    model = build_model(cfg).to(dev)
+    model.train()
+    if a.attn == "sdpa":
+        use_sdpa(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=float(kv.get("optim.lr", 1e-3)),
+                            betas=(float(kv.get("optim.beta1", 0.9)), float(kv.get("optim.beta2", 0.999))),
+                            weight_decay=float(kv.get("optim.weight_decay", 0.01)))
+    clip = float(kv.get("optim.clip", 0) or 0) or 1.0  # as gflow bench: always pay for the norm
+
+    def loss_of(win):
+        return model.loss(win)[0]
+
+    if mode == "compile":
+        importlib.import_module("torch._dynamo").reset()  # nothing compiled before counts
+        loss_of = torch.compile(loss_of, mode=a.compile_mode)
+    clock = Clock(dev)
+    tf = tb = to = 0.0
+    loss = None
+    w0 = time.perf_counter()
+    first = warm = 0.0
+    for it in range(a.warmup + a.steps):
+        if it == a.warmup:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            warm = time.perf_counter() - w0
+        win = torch.randint(0, cfg.V, (B, L + 1))
+        t0 = clock.mark()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(win.to(dev) if cuda else win)
+        t1 = clock.mark()
+        loss.backward()
+        t2 = clock.mark()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        t3 = clock.mark()
+        f, b, o = clock.phases([t0, t1, t2, t3])
+        if it == 0:
+            first = time.perf_counter() - w0
+        if it >= a.warmup:
+            tf, tb, to = tf + f, tb + b, to + o
+    n = a.steps
+    per = (tf + tb + to) / n
+    tok = B * L
+    fpt = flops_per_token(cfg, L)
+    gf = 3.0 * fpt * tok / per * 1e-9
+    dp = 3 if cuda else 1  # a GPU step takes milliseconds
+    attn = a.attn if cfg.family == "transformer" else ""
+    if cuda:
+        gpu = f" device=cuda mode={mode}{' attn=' + attn if attn else ''}{' tf32' if a.tf32 else ''}"
+    else:  # the CPU's line as it always was, but for what the options change
+        gpu = (" mode=compile" if mode == "compile" else "") + (" attn=sdpa" if attn == "sdpa" else "")
+    print(f"bench_torch: {a.recipe} family={cfg.family} block={cfg.block} layers={cfg.n_layers} d={cfg.d} "
+          f"V={cfg.V} L={L} B={B} threads={torch.get_num_threads()} torch={torch.__version__}{gpu}")
+    if cuda:
+        print(gpu_line(dev))
+    print(f"params: {n_params(model)}")
+    print(f"steps: {n} (after {a.warmup} warmup)")
+    print(f"loss_last: {loss.item():.4f}")
+    print(f"tokens_per_s: {tok / per:.1f}")
+    print(f"ms_per_step: {1e3 * per:.{dp}f}")
+    print(f"ms_forward: {1e3 * tf / n:.{dp}f}")
+    print(f"ms_backward: {1e3 * tb / n:.{dp}f}")
+    print(f"ms_optimizer: {1e3 * to / n:.{dp}f}")
+    if cuda or mode == "compile":
+        print(f"warmup_s: {warm:.2f} (the {a.warmup} untimed steps; first step {first:.2f} s"
+              f"{', compilation included' if mode == 'compile' else ''})")
+    print(f"flops_per_token_fwd: {fpt:.4g}")
+    print(f"flops_per_step_train: {3.0 * fpt * tok:.4g}")
+    print(f"achieved_gflops: {gf:.1f}")
+    if peak > 0:
+        what = f"torch.matmul {'tf32' if a.tf32 else 'fp32'}" if cuda else "torch.matmul"
+        print(f"sgemm_peak_gflops: {peak:.1f} ({a.peak_n}^3 {what})")
+        print(f"mfu_pct: {100.0 * gf / peak:.1f}")
+    if cuda:
+        print(f"peak_device_mb: {torch.cuda.max_memory_allocated() / 1048576.0:.1f} "
+              "(torch.cuda.max_memory_allocated over the timed steps)")
+        print(f"device_reserved_mb: {torch.cuda.max_memory_reserved() / 1048576.0:.1f} "
+              "(torch.cuda.max_memory_reserved, the caching allocator's pool)")
+    print(f"peak_rss_mb: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0:.1f}")
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    check_runtime(a)
     kv = load_recipe(a.recipe, a.set)
     if a.generate:
         return generate(a, kv)
@@ -304,51 +550,20 @@ def main(argv=None):
     torch.set_num_threads(T)
     torch.manual_seed(int(kv.get("run.seed", 1) or 1))
     cfg = model_cfg(kv, L)
-    peak = matmul_peak(a.peak_n) if a.peak_n > 0 else 0.0
-
-    model = build_model(cfg)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=float(kv.get("optim.lr", 1e-3)),
-                            betas=(float(kv.get("optim.beta1", 0.9)), float(kv.get("optim.beta2", 0.999))),
-                            weight_decay=float(kv.get("optim.weight_decay", 0.01)))
-    clip = float(kv.get("optim.clip", 0) or 0) or 1.0  # as gflow bench: always pay for the norm
-    tf = tb = to = 0.0
-    loss = None
-    for it in range(a.warmup + a.steps):
-        win = torch.randint(0, cfg.V, (B, L + 1))
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss, _ = model.loss(win)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        t3 = time.perf_counter()
-        if it >= a.warmup:
-            tf, tb, to = tf + t1 - t0, tb + t2 - t1, to + t3 - t2
-    n = a.steps
-    per = (tf + tb + to) / n
-    tok = B * L
-    fpt = flops_per_token(cfg, L)
-    gf = 3.0 * fpt * tok / per * 1e-9
-    print(f"bench_torch: {a.recipe} family={cfg.family} block={cfg.block} layers={cfg.n_layers} d={cfg.d} "
-          f"V={cfg.V} L={L} B={B} threads={torch.get_num_threads()} torch={torch.__version__}")
-    print(f"params: {n_params(model)}")
-    print(f"steps: {n} (after {a.warmup} warmup)")
-    print(f"loss_last: {loss.item():.4f}")
-    print(f"tokens_per_s: {tok / per:.1f}")
-    print(f"ms_per_step: {1e3 * per:.1f}")
-    print(f"ms_forward: {1e3 * tf / n:.1f}")
-    print(f"ms_backward: {1e3 * tb / n:.1f}")
-    print(f"ms_optimizer: {1e3 * to / n:.1f}")
-    print(f"flops_per_token_fwd: {fpt:.4g}")
-    print(f"flops_per_step_train: {3.0 * fpt * tok:.4g}")
-    print(f"achieved_gflops: {gf:.1f}")
-    if peak > 0:
-        print(f"sgemm_peak_gflops: {peak:.1f} ({a.peak_n}^3 torch.matmul)")
-        print(f"mfu_pct: {100.0 * gf / peak:.1f}")
-    print(f"peak_rss_mb: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0:.1f}")
+    if a.attn == "sdpa" and cfg.family == "transformer":
+        check_sdpa(cfg, a.device)  # in FP32, before --tf32 allows TF32
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+    peak = matmul_peak(a.peak_n, a.device) if a.peak_n > 0 else 0.0
+    for i, mode in enumerate(a.modes):
+        if i:
+            print()
+            gc.collect()  # the last mode's model, optimizer state and activations
+            if a.device == "cuda":
+                torch.cuda.empty_cache()
+        train_bench(a, kv, cfg, B, L, mode, peak)
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -76,6 +76,12 @@ void gf_cuda_free(void *p);
 gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
 gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes);
 
+/* GFLOP/s of cublasSgemm on this GPU, for row-major Y (m, n) = X (m, k) · Wᵀ (the model's
+ * linear layers and tied head), best of `reps` CUDA-event-timed batches after a warm-up;
+ * tf32: in CUBLAS_TF32_TENSOR_OP_MATH (the handle goes back to plain FP32 after). The
+ * denominator of `gflow bench`'s MFU on the GPU (src/core/cuda/gemm_peak.c). */
+gf_status gf_cuda_sgemm_gflops(int64_t m, int64_t n, int64_t k, int tf32, int reps, double *gflops);
+
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by
  * gf_ctx_reset. When a chunk is full a new one is chained (cudaMalloc); reset coalesces the

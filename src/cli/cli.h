@@ -30,6 +30,31 @@ int gf_arg_real(const char *cmd, const char *opt, const char *v, double lo, doub
  * recompute path is timed up to context recompute_max. */
 gf_status gf_bench_generate(const gf_recipe *r, int64_t rows, int64_t recompute_max);
 
+/* `gflow bench` with [run] device = cuda (bench_cuda.c). A build without CUDA never gets there
+ * (the session refuses device = cuda first); its stubs say "built without CUDA". */
+struct gf_session;
+typedef struct gf_bench_gpu {
+    int peak_n, tf32;               /* in: the square GEMM's size (0: none); also time it in TF32 */
+    int64_t rows, d, V, d_ff;       /* in: the model's GEMMs (rows, d) x (d, V) and (rows, d) x (d, d_ff) */
+    double peak, peak_tf32, head, ffn; /* out: cublasSgemm GFLOP/s (0: not measured) */
+    size_t used_before, total;      /* out: device memory in use before the session (cudaMemGetInfo) */
+    char gpu[512];                  /* out: name, compute capability, memory, driver and runtime */
+} gf_bench_gpu;
+/* initialise CUDA, describe the GPU, time the GEMMs, take the memory baseline */
+gf_status gf_bench_gpu_measure(gf_bench_gpu *g);
+void gf_bench_gpu_print_device(const gf_bench_gpu *g);
+void gf_bench_gpu_print_mfu(const gf_bench_gpu *g, double gflops);
+gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const struct gf_session *s, int64_t mallocs_timed);
+/* cudaMalloc calls of the session's device step arena so far */
+int64_t gf_bench_gpu_mallocs(const struct gf_session *s);
+/* The phases of gf_train_step by CUDA events: open (wraps the session's task table), then per
+ * step start, gf_train_step, stop (waits for the step; seconds per phase); close restores it. */
+typedef struct gf_bench_clock gf_bench_clock;
+gf_status gf_bench_clock_open(struct gf_session *s, gf_bench_clock **out);
+gf_status gf_bench_clock_start(gf_bench_clock *c);
+gf_status gf_bench_clock_stop(gf_bench_clock *c, double *fwd, double *bwd, double *upd);
+void gf_bench_clock_close(gf_bench_clock *c);
+
 /* print "gflow: <message>" for a failed status and return GF_EXIT_ERROR */
 static inline int gf_cli_fail(gf_status s) {
     fprintf(stderr, "gflow: error (%s): %s\n", gf_status_name(s), gf_last_error());

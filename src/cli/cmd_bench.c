@@ -12,6 +12,14 @@
  * forward). Output is `key: value` lines so tools/bench.sh can parse it.
  * Under mpirun every rank times its slice of the global batch (B / N rows) plus the gradient
  * allreduce the trainer does; rank 0 prints, with the communication time per step.
+ *
+ * With [run] device = cuda (--set run.device=cuda; one process) the same step runs on the GPU and
+ * bench_cuda.c supplies what differs: the phases are timed by CUDA events on the stream (the
+ * host waits once, at the end of each step), MFU is against cublasSgemm N^3 (default 8192) timed
+ * first on the same GPU, the model's own GEMM shapes (tied head, FFN) are timed beside it, and
+ * the report names the GPU, the driver and the runtime and adds device memory: the session's
+ * share from cudaMemGetInfo and the device step arena's high-water mark. No op-family split on
+ * the GPU (host clocks around queued work would be wrong); `--tf32` also times the GEMMs in TF32.
  */
 #include "cli.h"
 #include "gflow/session.h"
@@ -28,7 +36,8 @@ typedef struct bench_opts {
     const char *path;
     const char *sets[BENCH_MAX_SETS];
     int64_t n_sets, steps, warmup, L, B;
-    int threads, profile, peak_n;
+    int threads, profile, peak_n; /* peak_n -1: 2048 on the CPU, 8192 on the GPU */
+    int tf32;                     /* --tf32: also time the GPU GEMMs in TF32 */
     int generate;                 /* --generate: decoder speed (bench_generate.c) instead of training steps */
     long long rows, recompute_max;
 } bench_opts;
@@ -36,17 +45,21 @@ typedef struct bench_opts {
 /* what the timed steps measured (seconds summed over them) */
 typedef struct bench_times {
     double fwd, bwd, upd, comm, cpu, loss_last;
+    double host;          /* GPU: the host's wall time in gf_train_step (queueing, and its own waits) */
     long faults;
-    int64_t mallocs;
+    int64_t mallocs, dev_mallocs;
 } bench_times;
 
 static void help(void) {
     printf("usage: gflow bench RECIPE [--steps N] [--warmup W] [--threads T] [--seq-len L] [--batch B]\n"
-           "                         [--set section.key=value]... [--no-profile] [--peak-n N]\n"
+           "                         [--set section.key=value]... [--no-profile] [--peak-n N] [--tf32]\n"
            "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
            "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
            "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
-           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n\n"
+           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n"
+           "  With --set run.device=cuda: phases timed by CUDA events, MFU against cublasSgemm N^3\n"
+           "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
+           "  GPU and its driver named, device memory; no op-family split.\n\n"
            "usage: gflow bench RECIPE --generate [--n N] [--recompute-max C] [--threads T] [--set ...]\n"
            "  Generation: prefill tokens/s, decode ms per step and tokens/s, and decoder state memory\n"
            "  at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the other\n"
@@ -92,7 +105,7 @@ static long peak_rss_kib(void) {
 
 /* Parse the command line; returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.steps = 5, .warmup = 2, .threads = -1, .profile = 1, .peak_n = 2048, .rows = 1,
+    *o = (bench_opts){.steps = 5, .warmup = 2, .threads = -1, .profile = 1, .peak_n = -1, .rows = 1,
                       .recompute_max = 512};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -109,6 +122,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--peak-n") && has) NUM(0, 16384, o->peak_n)
 #undef NUM
         else if (!strcmp(a, "--no-profile")) o->profile = 0;
+        else if (!strcmp(a, "--tf32")) o->tf32 = 1;
         else if (!strcmp(a, "--generate")) o->generate = 1;
         else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("bench", a, argv[++i], 1, 4096, &o->rows)) return GF_EXIT_USAGE; }
         else if (!strcmp(a, "--recompute-max") && has) { if (!gf_arg_int("bench", a, argv[++i], 0, 1 << 20, &o->recompute_max)) return GF_EXIT_USAGE; }
@@ -124,11 +138,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 /* --warmup untimed then --steps timed training steps of this rank's B rows of random ids */
 static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_adamw_state *opt,
-                            const gf_adamw_cfg *acfg, double lr, bench_times *bt) {
+                            const gf_adamw_cfg *acfg, double lr, gf_bench_clock *clock, bench_times *bt) {
     *bt = (bench_times){0};
     double cpu0 = 0;
     long flt0 = 0;
-    int64_t mallocs_before = 0;
+    int64_t mallocs_before = 0, dev_mallocs_before = 0;
     /* always pay for the norm */
     gf_step_in in = {.rows = B * gf_dist_size(), .lo = 0, .n = B, .lr = lr,
                      .clip = s->r.optim.clip > 0 ? s->r.optim.clip : 1.0};
@@ -137,24 +151,33 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
         if (it == o->warmup) {
             memset(&s->ctx.prof, 0, sizeof s->ctx.prof);
             mallocs_before = s->ctx.arena.n_chunk_allocs;
+            dev_mallocs_before = gf_bench_gpu_mallocs(s);
             cpu0 = cpu_now();
             flt0 = minor_faults();
         }
-        s->ctx.profile = timed && o->profile;
+        s->ctx.profile = timed && o->profile && !clock;
         GF_TRY(s->task->random_batch(s, B, &s->rng));
         gf_step_out out;
+        if (clock) GF_TRY(gf_bench_clock_start(clock));
+        double h0 = gf_time_now();
         GF_TRY(gf_train_step(s, opt, acfg, &in, &out));
+        double host = gf_time_now() - h0;
+        if (clock) GF_TRY(gf_bench_clock_stop(clock, &out.s_forward, &out.s_backward, &out.s_update));
         bt->loss_last = out.loss;
-        if (timed) { bt->fwd += out.s_forward; bt->bwd += out.s_backward; bt->upd += out.s_update; bt->comm += out.s_comm; }
+        if (timed) {
+            bt->fwd += out.s_forward, bt->bwd += out.s_backward, bt->upd += out.s_update, bt->comm += out.s_comm;
+            bt->host += host;
+        }
     }
     bt->cpu = cpu_now() - cpu0;
     bt->faults = minor_faults() - flt0;
     bt->mallocs = s->ctx.arena.n_chunk_allocs - mallocs_before;
+    bt->dev_mallocs = gf_bench_gpu_mallocs(s) - dev_mallocs_before;
     return GF_OK;
 }
 
-static void report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
-                   double comm, double rss_mb, double peak) {
+static gf_status report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
+                        double comm, double rss_mb, double peak, const gf_bench_gpu *gpu) {
     int world = gf_dist_size();
     int64_t L = gf_session_tokens_per_row(s), Bg = B * world, steps = o->steps;
     const gf_params *P = s->params;
@@ -162,19 +185,25 @@ static void report(gf_session *s, const bench_opts *o, const bench_times *bt, in
     printf("bench: %s family=%s block=%s layers=%lld d=%lld V=%lld L=%lld B=%lld threads=%d\n", o->path,
            gf_family_name(s->r.model.family), gf_block_name(s->r.model.block), (long long)s->r.model.n_layers,
            (long long)s->r.model.d_model, (long long)s->vocab, (long long)L, (long long)Bg, gf_threads_get());
+    if (gpu) gf_bench_gpu_print_device(gpu);
     printf("ranks: %d (%lld rows each, %d threads each)\n", world, (long long)B, gf_threads_get());
     printf("params: %lld\n", (long long)P->n);
     printf("steps: %lld (after %lld warmup)\n", (long long)steps, (long long)o->warmup);
     printf("loss_last: %.4f\n", bt->loss_last);
     printf("tokens_per_s: %.1f\n", tok / per);
-    printf("ms_per_step: %.1f\n", 1e3 * per);
-    printf("cpu_ms_per_step: %.1f\n", 1e3 * bt->cpu / (double)steps);
-    printf("ms_forward: %.1f\n", 1e3 * bt->fwd / (double)steps);
-    printf("ms_backward: %.1f\n", 1e3 * bt->bwd / (double)steps);
-    printf("ms_optimizer: %.1f\n", 1e3 * bt->upd / (double)steps);
+    /* a GPU step takes milliseconds: three decimals there */
+    int prec = gpu ? 3 : 1;
+    printf("ms_per_step: %.*f\n", prec, 1e3 * per);
+    if (gpu) printf("host_ms_per_step: %.3f (the host's wall time in gf_train_step)\n", 1e3 * bt->host / (double)steps);
+    printf("cpu_ms_per_step: %.*f\n", prec, 1e3 * bt->cpu / (double)steps);
+    printf("ms_forward: %.*f\n", prec, 1e3 * bt->fwd / (double)steps);
+    printf("ms_backward: %.*f\n", prec, 1e3 * bt->bwd / (double)steps);
+    printf("ms_optimizer: %.*f\n", prec, 1e3 * bt->upd / (double)steps);
     printf("ms_allreduce: %.1f (%.1f MB per rank per step)\n", 1e3 * comm / (double)steps,
            world > 1 ? 4e-6 * (double)P->n : 0.0);
-    if (o->profile) {
+    if (o->profile && gpu) {
+        printf("ms_by_family: not measured on cuda (CUDA events time the phases; per kernel: ncu, nsys)\n");
+    } else if (o->profile) {
         for (int f = 0; f < GF_FAM_COUNT; f++)
             printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
                    1e3 * s->ctx.prof.fwd_s[f] / (double)steps, 1e3 * s->ctx.prof.bwd_s[f] / (double)steps);
@@ -185,7 +214,9 @@ static void report(gf_session *s, const bench_opts *o, const bench_times *bt, in
         printf("flops_per_token_fwd: %.4g\n", fpt);
         printf("flops_per_step_train: %.4g\n", 3.0 * fpt * tok);
         printf("achieved_gflops: %.1f\n", gflops);
-        if (peak > 0) {
+        if (gpu) {
+            gf_bench_gpu_print_mfu(gpu, gflops);
+        } else if (peak > 0) {
             printf("sgemm_peak_gflops: %.1f (%d^3)\n", peak, o->peak_n);
             printf("mfu_pct: %.1f\n", 100.0 * gflops / peak);
         }
@@ -193,7 +224,9 @@ static void report(gf_session *s, const bench_opts *o, const bench_times *bt, in
     printf("arena_mb: %.1f\n", (double)gf_arena_capacity(&s->ctx.arena) / 1048576.0);
     printf("page_faults_per_step: %.0f\n", (double)bt->faults / (double)steps);
     printf("arena_mallocs_timed: %lld\n", (long long)bt->mallocs);
+    if (gpu) GF_TRY(gf_bench_gpu_print_memory(gpu, s, bt->dev_mallocs));
     printf("peak_rss_mb: %.1f%s\n", rss_mb, world > 1 ? " (sum over ranks)" : "");
+    return GF_OK;
 }
 
 /* --seq-len beyond the recipe's max_len grows the position table (language models) */
@@ -213,7 +246,7 @@ static void set_threads(const bench_opts *o, const gf_recipe *r) {
 
 /* Time the steps, then rank 0 reports; times are means over ranks (the allreduce synchronises
  * them every step, so they agree), memory the job's total (every rank holds a whole model). */
-static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double peak) {
+static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double peak, const gf_bench_gpu *gpu) {
     gf_adamw_cfg acfg;
     gf_schedule_cfg scfg;
     gf_recipe_optim_cfg(&s->r, &acfg, &scfg);
@@ -221,7 +254,11 @@ static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double pea
     gf_adamw_reset(s->params, &opt);
     s->ctx.training = 1;
     bench_times bt;
-    GF_TRY(time_steps(s, o, B, &opt, &acfg, scfg.lr, &bt));
+    gf_bench_clock *clock = NULL;
+    if (gpu) GF_TRY(gf_bench_clock_open(s, &clock));
+    gf_status st = time_steps(s, o, B, &opt, &acfg, scfg.lr, clock, &bt);
+    gf_bench_clock_close(clock);
+    GF_TRY(st);
     int world = gf_dist_size();
     double per = (bt.fwd + bt.bwd + bt.upd) / (double)o->steps, comm = bt.comm;
     double rss_mb = (double)peak_rss_kib() / 1024.0;
@@ -230,7 +267,7 @@ static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double pea
         GF_TRY(gf_dist_sum_f64(red, 3));
         per = red[0] / world, comm = red[1] / world, rss_mb = red[2];
     }
-    if (gf_dist_rank() == 0) report(s, o, &bt, B, per, comm, rss_mb, peak);
+    if (gf_dist_rank() == 0) GF_TRY(report(s, o, &bt, B, per, comm, rss_mb, peak, gpu));
     return GF_OK;
 }
 
@@ -261,12 +298,37 @@ int gf_cmd_bench(int argc, char **argv) {
         gf_dist_finalize();
         return status ? gf_cli_fail(status) : GF_EXIT_OK;
     }
-    double peak = o.peak_n > 0 ? sgemm_peak(o.peak_n) : 0.0;
-    if (world > 1) { double p = peak; gf_dist_sum_f64(&p, 1); peak = p; } /* the job's peak: every rank's */
+    if (o.tf32 && r->run.device != GF_DEV_CUDA) {
+        fprintf(stderr, "gflow bench: --tf32 times the GPU's GEMMs: it needs --set run.device=cuda\n");
+        free(r);
+        gf_dist_finalize();
+        return GF_EXIT_USAGE;
+    }
+    double peak = 0.0;
+    gf_bench_gpu gpu_m = {0}, *gpu = NULL;
+    if (r->run.device == GF_DEV_CUDA) { /* the GEMMs and the memory baseline before the session */
+        if (world > 1) status = gf_error_set(GF_E_INVALID, "bench on cuda runs in one process");
+        gpu = &gpu_m;
+        gpu->peak_n = o.peak_n < 0 ? 8192 : o.peak_n;
+        gpu->tf32 = o.tf32;
+        const gf_task_ops *task = gf_task_of(r);
+        gpu->rows = B * (task ? task->tokens_per_row(r) : 0);
+        gpu->d = r->model.d_model, gpu->V = r->tokenizer.vocab_size, gpu->d_ff = r->model.d_ff;
+        if (!status) status = gf_bench_gpu_measure(gpu);
+    } else {
+        o.peak_n = o.peak_n < 0 ? 2048 : o.peak_n;
+        peak = o.peak_n > 0 ? sgemm_peak(o.peak_n) : 0.0;
+        if (world > 1) { double p = peak; gf_dist_sum_f64(&p, 1); peak = p; } /* the job's peak: every rank's */
+    }
+    if (status) {
+        free(r);
+        gf_dist_finalize();
+        return gf_cli_fail(status);
+    }
     gf_session s;
     status = gf_session_open_model(&s, r, r->tokenizer.vocab_size, 1);
     free(r);
-    if (!status) status = bench(&s, &o, B, peak);
+    if (!status) status = bench(&s, &o, B, peak, gpu);
     gf_session_close(&s);
     if (status && world > 1) {
         fprintf(stderr, "gflow bench: %s\n", gf_last_error());

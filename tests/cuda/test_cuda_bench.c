@@ -1,0 +1,147 @@
+/* test_cuda_bench.c — `gflow bench --set run.device=cuda` (src/cli/bench_cuda.c) and the cuBLAS
+ * GEMM rate it divides by (src/core/cuda/gemm_peak.c).
+ *
+ * Suite unit (every build and machine): --tf32 without device = cuda is a usage error; with it,
+ * where the GPU path cannot run, bench ends with the session's one-line device error before
+ * measuring anything (as `gflow bench --set run.device=cuda` does in test_cuda_device.c).
+ * Suite cuda (a visible GPU): the GEMM rate on awkward and model shapes, in FP32 and TF32, and
+ * its argument checks; after a TF32 measurement the handle computes in FP32 again (a linear op
+ * agrees with the CPU's to 1e-4, which TF32's 10-bit mantissa does not reach at K = 512); and,
+ * once the GPU training path is complete, a short bench on the GPU prints its fields: the GPU,
+ * phases timed by CUDA events (each > 0), the cuBLAS peaks, device memory, and no cudaMalloc of
+ * the device step arena in the timed steps. Until then the same bench must end with the
+ * session's one-line error.
+ */
+#include "cuda_check.h"
+#include "gflow.h"
+#include "gflow/session.h"
+#include "reliability/rel_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* 0 when [run] device = cuda can run here (a GPU and the whole GPU training path) */
+static gf_status cuda_bench_possible(void) {
+    gf_recipe r;
+    const char *set[1] = {"run.device=cuda"};
+    gf_status st = gf_recipe_load(rel_base_recipe(), set, 1, &r);
+    return st ? st : gf_session_device_check(&r);
+}
+
+GF_TEST(unit, cuda_bench_tf32_option) {
+    const char *cpu[] = {"bench", rel_base_recipe(), "--tf32", "--steps", "1", "--warmup", "0", "--peak-n", "0", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, cpu);
+    GF_CHECK(res.exit_code == 2 && strstr(res.err, "--tf32") && strstr(res.err, "run.device=cuda"),
+             "--tf32 on the CPU: exit %d: %s", res.exit_code, res.err);
+    const char *gpu[] = {"bench", rel_base_recipe(), "--tf32", "--set", "run.device=cuda", "--steps", "1",
+                         "--warmup", "0", "--peak-n", "0", NULL};
+    rel_gflow(&res, 0, gpu);
+    if (cuda_bench_possible()) { /* no GPU path here: the session's one line, nothing measured */
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "[run] device") && strstr(res.err, "cuda"),
+                 "exit %d, %d stderr lines: %s", res.exit_code, res.err_lines, res.err);
+    } else {
+        GF_CHECK(res.exit_code == 0, "bench --tf32 on the GPU: exit %d: %s", res.exit_code, res.err);
+    }
+}
+
+#ifdef GF_HAVE_CUDA
+
+static gf_tensor *b_linear(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_linear(c, in[0], in[1], in[2]); }
+
+GF_TEST(cuda, bench_gemm_rate) {
+    static const int64_t shapes[][3] = {{1, 1, 1}, {100, 37, 65}, {257, 300, 100}, {4096, 1024, 256}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        for (int tf32 = 0; tf32 < 2; tf32++) {
+            double g = -1;
+            GF_CHECK_OK(gf_cuda_sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2], tf32, 2, &g));
+            GF_CHECK(g > 0 && isfinite(g), "shape %zu tf32 %d: %g GFLOP/s", i, tf32, g);
+        }
+    }
+    double g = -1;
+    GF_CHECK_ERR(gf_cuda_sgemm_gflops(0, 1, 1, 0, 1, &g), GF_E_INVALID, "gemm peak: shape 0 x 1 x 1");
+    GF_CHECK(g == 0, "rate of a refused shape: %g", g);
+    GF_CHECK_ERR(gf_cuda_sgemm_gflops(1, 1, (int64_t)1 << 32, 0, 1, &g), GF_E_INVALID, "gemm peak");
+    GF_CHECK_ERR(gf_cuda_sgemm_gflops(1, 1, 1, 0, 0, &g), GF_E_INVALID, "0 reps");
+    /* the handle is back in FP32 after a TF32 measurement */
+    GF_CHECK_OK(gf_cuda_sgemm_gflops(64, 64, 512, 1, 1, &g));
+    op_case c = {.what = "linear after a TF32 GEMM rate", .f = b_linear};
+    int64_t sx[2] = {33, 512}, sw[2] = {70, 512}, sb[1] = {70};
+    add_input(&c, 2, sx, 51, 1.0f);
+    add_input(&c, 2, sw, 52, 1.0f);
+    add_input(&c, 1, sb, 53, 0.5f);
+    GF_CHECK(check_case(&c) == 0, "linear after gf_cuda_sgemm_gflops(tf32)");
+    case_free(&c);
+}
+
+/* the whole file after a newline (so that every "key: " line follows one), or NULL */
+static char *slurp_nl(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 1, cap = 0;
+    int ch;
+    while ((ch = fgetc(f)) != EOF) {
+        if (n + 2 > cap) {
+            char *nb = realloc(buf, cap = cap ? 2 * cap : 4096);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        buf[n++] = (char)ch;
+    }
+    fclose(f);
+    if (!buf && !(buf = malloc(2))) return NULL;
+    buf[0] = '\n';
+    buf[n] = 0;
+    return buf;
+}
+
+/* the value of "KEY: value" in text, or -1 */
+static double field(const char *text, const char *key) {
+    char k[128];
+    snprintf(k, sizeof k, "\n%s: ", key);
+    const char *p = strstr(text, k);
+    return p ? strtod(p + strlen(k), NULL) : -1.0;
+}
+
+GF_TEST(cuda, bench_on_gpu) {
+    char log[1024];
+    snprintf(log, sizeof log, "%s/bench_cuda.log", gf_test_tmpdir());
+    remove(log);
+    const char *args[] = {"bench", rel_base_recipe(), "--set", "run.device=cuda", "--steps", "3", "--warmup", "2",
+                          "--peak-n", "256", "--tf32", NULL};
+    pid_t pid = rel_gflow_spawn(log, args);
+    int wst = 0;
+    GF_REQUIRE(pid > 0 && waitpid(pid, &wst, 0) == pid, "spawn gflow bench");
+    char *out = slurp_nl(log);
+    GF_REQUIRE(out, "no output in %s", log);
+    const char *text = out + 1;
+    int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+    if (cuda_bench_possible()) { /* the GPU training path is not complete: the session's one line */
+        GF_CHECK(code == 1 && strstr(out, "[run] device") && !strstr(out, "\ntokens_per_s: "),
+                 "exit %d: %s", code, text);
+    } else {
+        GF_CHECK(code == 0, "gflow bench on the GPU: exit %d:\n%s", code, text);
+        static const char *lines[] = {"\ngpu: ", "\nms_by_family: not measured on cuda",
+                                      "(256^3 cublasSgemm fp32)", "(256^3 cublasSgemm tf32)", "\nsgemm_head_gflops: ",
+                                      "\nsgemm_ffn_gflops: ", "\nhost_ms_per_step: ", "\ndevice_used_mb: "};
+        for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+            GF_CHECK(strstr(out, lines[i]) != NULL, "no '%s' in:\n%s", lines[i] + (lines[i][0] == '\n'), text);
+        static const char *positive[] = {"tokens_per_s", "ms_per_step", "ms_forward", "ms_backward", "ms_optimizer",
+                                         "sgemm_peak_gflops", "sgemm_peak_tf32_gflops", "mfu_pct", "peak_device_mb",
+                                         "device_arena_mb"};
+        for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+            GF_CHECK(field(out, positive[i]) > 0, "%s: %g", positive[i], field(out, positive[i]));
+        /* the phases add up to the step (each printed to 3 decimals) */
+        double sum = field(out, "ms_forward") + field(out, "ms_backward") + field(out, "ms_optimizer");
+        GF_CHECK(fabs(sum - field(out, "ms_per_step")) <= 0.002, "phases %g ms, step %g ms", sum,
+                 field(out, "ms_per_step"));
+        GF_CHECK(field(out, "device_arena_mallocs_timed") == 0, "device arena grew in the timed steps:\n%s", text);
+    }
+    free(out);
+}
+
+#endif

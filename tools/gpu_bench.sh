@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# tools/gpu_bench.sh — issue 21's GPU benchmark in one command on a machine with an NVIDIA GPU:
+# `gflow bench --set run.device=cuda` and `tools/bench_torch.py --device cuda` (eager, then
+# torch.compile) for the paper's GrassmannLM (recipes/wikitext2.ini) and the Transformer
+# (recipes/wikitext2-transformer.ini), on the same GPU, one after the other; then a Markdown
+# table for docs/performance.md, with the GPU and its driver named.
+#
+#   tools/gpu_bench.sh pack [BUILD]
+#       Here (the build machine): build BUILD/gflow (default build-gpu, configured if missing with
+#       -Dcuda=enabled -Dmpi=disabled -Dcpu=x86-64-v3 --buildtype=release: portable, no MPI) and
+#       pack it with the shared libraries ldd lists into .gpu/gflow-gpu.tar.gz (about 20 MB),
+#       leaving out what every Linux with an NVIDIA driver has: glibc's libraries, libstdc++,
+#       libgcc_s and the driver's libcuda. cuBLAS is not packed (600 MB): gflow loads it when
+#       the GPU is first used, from the GPU machine's CUDA 13 (found by `run`).
+#   tools/gpu_bench.sh run OUTDIR [--pack FILE] [--gflow PATH] [--steps N] [--warmup W]
+#                                 [--torch-steps N] [--torch-warmup W] [--budget S] [--no-compile] [--tf32]
+#       There: unpack FILE (default .gpu/gflow-gpu.tar.gz; or use an already built --gflow PATH),
+#       run everything and write three files: OUTDIR/gpu_bench.log (every command line and its
+#       whole output), OUTDIR/summary.md (the table) and OUTDIR/env.txt (nvidia-smi, gflow
+#       --version, torch). Needs no network and no packages: bash, coreutils, tar, python3 with
+#       PyTorch 2.x. Defaults: --steps 50 --warmup 5 (gflow), --torch-steps 30 --torch-warmup 3,
+#       --budget 540 seconds for everything (each command is capped so that the whole fits a
+#       10-minute device call; what no longer fits is skipped and says so in the log and the table).
+#       --tf32: gflow also times its GEMM peaks in TF32 (gflow bench --tf32); the main runs stay
+#       FP32 on both sides. TF32 for gflow's model needs the recipe key [run] tf32: when
+#       src/recipe/schema.c has it (TF32_KEY below), --tf32 then runs both models again in TF32 on
+#       both sides (gflow --set run.tf32=true; bench_torch --tf32, eager and compile); without it
+#       the log says so. MARKED OPTION: nothing else to change here once the key exists.
+#   env PYTHON (python3) is the interpreter with PyTorch.
+#
+# The device tool (this workplace's lent GPU): pack here (.gpu/ is git-ignored), then carry it:
+#   tools/gpu_bench.sh pack
+#   run(command="tools/gpu_bench.sh run $OUT", carry=[".gpu"], timeout_s=600)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+TF32_KEY='K(run, tf32'   # how schema.c declares the key, once it exists
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+# ---------------------------------------------------------------------------------------------
+pack() {
+  local build=${1:-build-gpu} dest=.gpu
+  if [ ! -f "$build/build.ninja" ]; then
+    nice -n 19 meson setup "$build" -Dcuda=enabled -Dmpi=disabled -Dcpu=x86-64-v3 --buildtype=release >/dev/null || exit 1
+  fi
+  nice -n 19 ninja -C "$build" -j2 gflow >/dev/null || exit 1
+  "$build/gflow" --version | grep -q 'cuda [0-9]' || { echo "gpu_bench: $build/gflow has no CUDA backend" >&2; exit 1; }
+  local tmp; tmp=$(mktemp -d)
+  mkdir -p "$tmp/gflow-gpu/lib" "$dest"
+  cp "$build/gflow" "$tmp/gflow-gpu/"
+  # name => path lines of ldd; each library under its soname, links resolved
+  ldd "$build/gflow" | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    case $name in
+      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libstdc++.so.*|libgcc_s.so.*|libcuda.so.*) ;;
+      *) cp -L "$path" "$tmp/gflow-gpu/lib/$name" ;;
+    esac
+  done
+  tar -C "$tmp" -czf "$dest/gflow-gpu.tar.gz" gflow-gpu
+  rm -rf "$tmp"
+  echo "gpu_bench: $dest/gflow-gpu.tar.gz ($(du -h "$dest/gflow-gpu.tar.gz" | cut -f1)): gflow from $build and" \
+       "$(tar -tzf "$dest/gflow-gpu.tar.gz" | grep -c '/lib/.') libraries" >&2
+}
+
+# ---------------------------------------------------------------------------------------------
+out="" packf=.gpu/gflow-gpu.tar.gz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0
+PY=${PYTHON:-python3}
+T0=$(date +%s)
+LOG="" RES=""
+
+left() { echo $(( budget - ($(date +%s) - T0) )); }
+
+# step NAME CAP CMD...: run CMD with at most min(CAP, time left - 15 s), log it, keep its output in $RES/NAME
+step() {
+  local name=$1 cap=$2; shift 2
+  local l; l=$(left)
+  [ $(( l - 15 )) -lt "$cap" ] && cap=$(( l - 15 ))
+  { echo; echo "=== $name | $(date -u +%T) | $*"; } >>"$LOG"
+  if [ "$cap" -lt 20 ]; then
+    echo "SKIPPED: out of time (budget ${budget}s)" | tee "$RES/$name" >>"$LOG"
+    return 1
+  fi
+  echo "gpu_bench: $name (at most ${cap}s)" >&2
+  local t; t=$(date +%s)
+  timeout -k 5 "$cap" "$@" >"$RES/$name" 2>&1
+  local rc=$?
+  [ $rc = 124 ] || [ $rc = 137 ] && echo "TIMED OUT after ${cap}s" >>"$RES/$name"
+  cat "$RES/$name" >>"$LOG"
+  echo "=== $name: exit $rc after $(( $(date +%s) - t ))s" >>"$LOG"
+  return $rc
+}
+
+# field FILE KEY [BLOCK]: KEY's value in the output (first block, or the Nth of bench_torch --mode both)
+field() { grep -E "^$2: " "$1" 2>/dev/null | sed -n "${3:-1}p" | sed -E "s/^$2: ([0-9.eE+-]+).*/\1/"; }
+
+find_cublas() {  # the folder of libcublas.so.13 on this machine, if any
+  local d f
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    [ -e "$d/libcublas.so.13" ] && { echo "$d"; return; }
+  done
+  f=$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)  # pip's CUDA wheels
+  [ -n "$f" ] && f=$(find "$f" -name 'libcublas.so.13*' 2>/dev/null | head -1)
+  [ -n "$f" ] && dirname "$f"
+}
+
+row() {  # row MODEL RUN FILE [RATIO]: one table line from a bench output (its first block)
+  local f=$3 tps mem why
+  tps=$(field "$f" tokens_per_s)
+  if [ -z "$tps" ]; then
+    why=$(grep -v '^[[:space:]]*$' "$f" 2>/dev/null | tail -1 | cut -c1-110 | tr '|' '/')  # the error's line
+    echo "| $1 | $2 | ${why:-no result (gpu_bench.log)} | | | | | | | |"
+    return
+  fi
+  mem=$(field "$f" peak_device_mb)
+  echo "| $1 | $2 | $tps | $(field "$f" ms_per_step) | $(field "$f" ms_forward) | $(field "$f" ms_backward) |" \
+       "$(field "$f" ms_optimizer) | $(field "$f" mfu_pct) | ${mem:-?} | ${4:-} |"
+}
+
+run() {
+  [ $# -ge 1 ] || usage
+  out=$1; shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --pack) packf=$2; shift 2 ;;
+      --gflow) gflow=$2; shift 2 ;;
+      --steps) steps=$2; shift 2 ;;
+      --warmup) warmup=$2; shift 2 ;;
+      --torch-steps) tsteps=$2; shift 2 ;;
+      --torch-warmup) twarmup=$2; shift 2 ;;
+      --budget) budget=$2; shift 2 ;;
+      --no-compile) compile=0; shift ;;
+      --tf32) tf32=1; shift ;;
+      *) echo "gpu_bench: unknown option $1" >&2; usage ;;
+    esac
+  done
+  mkdir -p "$out" || exit 1
+  LOG=$out/gpu_bench.log RES=$(mktemp -d)
+  : >"$LOG"
+  if [ -z "$gflow" ]; then
+    [ -f "$packf" ] || { echo "gpu_bench: no $packf (tools/gpu_bench.sh pack, and carry .gpu)" >&2; exit 1; }
+    local dir; dir=$(mktemp -d)
+    # shellcheck disable=SC2064  # the folder's name now: run's locals are gone at exit
+    trap "rm -rf '$dir'" EXIT
+    tar -C "$dir" -xzf "$packf" || exit 1
+    gflow=$dir/gflow-gpu/gflow
+    export LD_LIBRARY_PATH=$dir/gflow-gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  local cub; cub=$(find_cublas)
+  [ -n "$cub" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cub
+  {
+    echo "# gpu_bench.sh $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
+    echo "# steps: gflow $steps after $warmup, torch $tsteps after $twarmup; budget ${budget}s; cuBLAS from ${cub:-the path gflow was configured with}"
+    echo "## nvidia-smi"; nvidia-smi 2>&1
+    echo "## gflow --version"; "$gflow" --version 2>&1
+    echo "## ldd gflow"; ldd "$gflow" 2>&1
+    echo "## torch"; "$PY" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>&1
+  } >"$out/env.txt"
+  cat "$out/env.txt" >>"$LOG"
+
+  local g=recipes/wikitext2.ini t=recipes/wikitext2-transformer.ini gt32=()
+  [ "$tf32" = 1 ] && gt32=(--tf32)
+  local gb=("$gflow" bench --set run.device=cuda --steps "$steps" --warmup "$warmup" "${gt32[@]}")
+  local tb=("$PY" tools/bench_torch.py --device cuda --steps "$tsteps" --warmup "$twarmup")
+  # the numbers that must come back first, then torch.compile (minutes of compilation)
+  step gflow-grassmann 120 "${gb[@]:0:2}" "$g" "${gb[@]:2}"
+  step gflow-transformer 120 "${gb[@]:0:2}" "$t" "${gb[@]:2}"
+  step torch-eager-grassmann 150 "${tb[@]:0:2}" "$g" "${tb[@]:2}" --mode eager
+  step torch-eager-transformer 150 "${tb[@]:0:2}" "$t" "${tb[@]:2}" --mode eager
+  if [ "$compile" = 1 ]; then
+    step torch-compile-grassmann 300 "${tb[@]:0:2}" "$g" "${tb[@]:2}" --mode compile
+    step torch-compile-transformer 300 "${tb[@]:0:2}" "$t" "${tb[@]:2}" --mode compile
+  fi
+  local have_tf32=0 m r
+  grep -qF "$TF32_KEY" src/recipe/schema.c && have_tf32=1
+  if [ "$tf32" = 1 ]; then
+    if [ "$have_tf32" = 1 ]; then  # the same runs in TF32 on both sides, last (what time is left)
+      for m in grassmann transformer; do
+        r=$g; [ $m = transformer ] && r=$t
+        step "gflow-$m-tf32" 120 "${gb[@]:0:2}" "$r" "${gb[@]:2}" --set run.tf32=true
+        step "torch-eager-$m-tf32" 150 "${tb[@]:0:2}" "$r" "${tb[@]:2}" --mode eager --tf32
+        [ "$compile" = 1 ] && step "torch-compile-$m-tf32" 300 "${tb[@]:0:2}" "$r" "${tb[@]:2}" --mode compile --tf32
+      done
+    else
+      echo "=== TF32 model runs: the recipe key [run] tf32 does not exist yet (src/recipe/schema.c); only the GEMM peaks were timed in TF32" >>"$LOG"
+    fi
+  fi
+
+  # ---- the table ----
+  local R=$RES gpu peak shape m f name label gt tt ratio
+  gpu=$(cat "$R"/gflow-* "$R"/torch-* 2>/dev/null | grep -m1 '^gpu: ' | sed 's/^gpu: //')
+  peak=$(grep -m1 '^sgemm_peak_gflops: ' "$R/gflow-grassmann" 2>/dev/null | sed 's/^sgemm_peak_gflops: //')
+  shape=$(grep -m1 '^bench: ' "$R/gflow-grassmann" 2>/dev/null | sed -E 's/^bench: [^ ]+ //')
+  {
+    echo "GPU: ${gpu:-unknown}. $(date -u +%F); $("$gflow" --version 2>/dev/null | head -1);" \
+         "$("$PY" -c 'import torch; print("PyTorch", torch.__version__)' 2>/dev/null)."
+    echo "gflow GrassmannLM: ${shape:-?}. Steps timed with CUDA events: gflow $steps after $warmup warm-up," \
+         "PyTorch $tsteps after $twarmup; FP32$([ "$tf32" = 1 ] && echo ' (GEMM peaks also in TF32)')."
+    echo "MFU: gflow against cublasSgemm on the same GPU, ${peak:-?}; PyTorch against torch.matmul 8192^3." \
+         "Peak device memory: gflow the session's share by cudaMemGetInfo, PyTorch torch.cuda.max_memory_allocated."
+    echo
+    echo "| model | run | tokens/s | ms/step | forward | backward | optimizer | MFU % | peak device MB | gflow ÷ this |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    local p sfx
+    for p in FP32 TF32; do
+      sfx=""; [ $p = TF32 ] && sfx=-tf32
+      for m in grassmann transformer; do
+        [ -f "$R/gflow-$m$sfx" ] || continue
+        name=GrassmannLM; [ $m = transformer ] && name=TransformerLM
+        gt=$(field "$R/gflow-$m$sfx" tokens_per_s)
+        row "$name" "gflow (CUDA, $p)" "$R/gflow-$m$sfx"
+        for f in eager compile; do
+          [ -f "$R/torch-$f-$m$sfx" ] || continue
+          tt=$(field "$R/torch-$f-$m$sfx" tokens_per_s)
+          label="PyTorch eager"; [ $f = compile ] && label="PyTorch torch.compile"
+          [ $m = transformer ] && label="$label, SDPA"
+          ratio=""
+          [ -n "$gt" ] && [ -n "$tt" ] && ratio=$(awk -v a="$gt" -v b="$tt" 'BEGIN { printf "%.2f×", a / b }')
+          row "$name" "$label ($p)" "$R/torch-$f-$m$sfx" "$ratio"
+        done
+      done
+    done
+    echo
+    echo "Targets (issue 21): GrassmannLM ≥ 3× PyTorch eager and ahead of torch.compile; the Transformer at least" \
+         "level with PyTorch eager."
+    echo
+    for f in "$R"/torch-compile-*; do
+      [ -f "$f" ] && grep -m1 '^warmup_s: ' "$f" | sed "s|^|- $(basename "$f") |"
+    done
+    grep -h -E '^sgemm_(peak|head|ffn|peak_tf32)_gflops: ' "$R/gflow-grassmann" 2>/dev/null | sed 's/^/- gflow GrassmannLM /'
+  } >"$out/summary.md"
+  cat "$out/summary.md"
+  echo "=== done after $(( $(date +%s) - T0 ))s" >>"$LOG"
+  rm -rf "$RES"
+}
+
+case ${1:-} in
+  pack) shift; pack "$@" ;;
+  run) shift; run "$@" ;;
+  *) usage ;;
+esac
