@@ -5,16 +5,15 @@
 # (recipes/wikitext2-transformer.ini), on the same GPU, one after the other; then a Markdown
 # table for docs/performance.md, with the GPU and its driver named.
 #
-#   tools/gpu_bench.sh pack [BUILD]
-#       Here (the build machine): build BUILD/gflow (default build-gpu, configured if missing with
-#       -Dcuda=enabled -Dmpi=disabled -Dcpu=x86-64-v3 --buildtype=release: portable, no MPI) and
-#       pack it with the shared libraries ldd lists into .gpu/gflow-gpu.tar.gz (about 20 MB),
-#       leaving out what every Linux with an NVIDIA driver has: glibc's libraries, libstdc++,
-#       libgcc_s and the driver's libcuda. cuBLAS is not packed (600 MB): gflow loads it when
-#       the GPU is first used, from the GPU machine's CUDA 13 (found by `run`).
+#   tools/gpu_bench.sh pack [DIR]
+#       Here (the build machine): tools/gpu_pack.sh DIR (default .gpu): a portable CUDA build of
+#       gflow and gf_tests with the shared libraries ldd lists and the datasets, in DIR/pack.tar.xz.
+#       cuBLAS is not packed (600 MB): gflow loads it when the GPU is first used, from the GPU
+#       machine's CUDA 13 (found by `run`).
 #   tools/gpu_bench.sh run OUTDIR [--pack FILE] [--gflow PATH] [--steps N] [--warmup W]
 #                                 [--torch-steps N] [--torch-warmup W] [--budget S] [--no-compile] [--tf32]
-#       There: unpack FILE (default .gpu/gflow-gpu.tar.gz; or use an already built --gflow PATH),
+#       There: unpack FILE (default .gpu/pack.tar.xz, by tools/gpu_env.sh; or use an already built
+#       --gflow PATH, with GFLOW_DATA_MIRROR set),
 #       run everything and write three files: OUTDIR/gpu_bench.log (every command line and its
 #       whole output), OUTDIR/summary.md (the table) and OUTDIR/env.txt (nvidia-smi, gflow
 #       --version, torch). Needs no network and no packages: bash, coreutils, tar, python3 with
@@ -30,7 +29,7 @@
 #
 # The device tool (this workplace's lent GPU): pack here (.gpu/ is git-ignored), then carry it:
 #   tools/gpu_bench.sh pack
-#   run(command="tools/gpu_bench.sh run $OUT", carry=[".gpu"], timeout_s=600)
+#   run(command="tools/gpu_bench.sh run $OUT", carry=[".gpu/pack.tar.xz"], timeout_s=600)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 TF32_KEY='K(run, tf32'   # how schema.c declares the key, once it exists
@@ -38,31 +37,10 @@ TF32_KEY='K(run, tf32'   # how schema.c declares the key, once it exists
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 # ---------------------------------------------------------------------------------------------
-pack() {
-  local build=${1:-build-gpu} dest=.gpu
-  if [ ! -f "$build/build.ninja" ]; then
-    nice -n 19 meson setup "$build" -Dcuda=enabled -Dmpi=disabled -Dcpu=x86-64-v3 --buildtype=release >/dev/null || exit 1
-  fi
-  nice -n 19 ninja -C "$build" -j2 gflow >/dev/null || exit 1
-  "$build/gflow" --version | grep -q 'cuda [0-9]' || { echo "gpu_bench: $build/gflow has no CUDA backend" >&2; exit 1; }
-  local tmp; tmp=$(mktemp -d)
-  mkdir -p "$tmp/gflow-gpu/lib" "$dest"
-  cp "$build/gflow" "$tmp/gflow-gpu/"
-  # name => path lines of ldd; each library under its soname, links resolved
-  ldd "$build/gflow" | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
-    case $name in
-      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libstdc++.so.*|libgcc_s.so.*|libcuda.so.*) ;;
-      *) cp -L "$path" "$tmp/gflow-gpu/lib/$name" ;;
-    esac
-  done
-  tar -C "$tmp" -czf "$dest/gflow-gpu.tar.gz" gflow-gpu
-  rm -rf "$tmp"
-  echo "gpu_bench: $dest/gflow-gpu.tar.gz ($(du -h "$dest/gflow-gpu.tar.gz" | cut -f1)): gflow from $build and" \
-       "$(tar -tzf "$dest/gflow-gpu.tar.gz" | grep -c '/lib/.') libraries" >&2
-}
+pack() { exec tools/gpu_pack.sh "$@"; }  # one packer: the build, its libraries, gf_tests, the datasets
 
 # ---------------------------------------------------------------------------------------------
-out="" packf=.gpu/gflow-gpu.tar.gz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0
+out="" packf=.gpu/pack.tar.xz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0
 PY=${PYTHON:-python3}
 T0=$(date +%s)
 LOG="" RES=""
@@ -136,13 +114,9 @@ run() {
   LOG=$out/gpu_bench.log RES=$(mktemp -d)
   : >"$LOG"
   if [ -z "$gflow" ]; then
-    [ -f "$packf" ] || { echo "gpu_bench: no $packf (tools/gpu_bench.sh pack, and carry .gpu)" >&2; exit 1; }
-    local dir; dir=$(mktemp -d)
-    # shellcheck disable=SC2064  # the folder's name now: run's locals are gone at exit
-    trap "rm -rf '$dir'" EXIT
-    tar -C "$dir" -xzf "$packf" || exit 1
-    gflow=$dir/gflow-gpu/gflow
-    export LD_LIBRARY_PATH=$dir/gflow-gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # shellcheck source=tools/gpu_env.sh
+    source tools/gpu_env.sh "$(dirname "$packf")" || exit 1  # unpacks once; sets GFLOW, GFLOW_DATA_MIRROR
+    gflow=$GFLOW
   fi
   local cub; cub=$(find_cublas)
   [ -n "$cub" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cub

@@ -6,8 +6,8 @@
 # The lent GPU machine (docs/cuda.md, "First thing on a GPU") has CUDA 13 and PyTorch but none
 # of gflow's libraries (OpenBLAS, SentencePiece, libcsv, inih, OpenMPI) and no network, and the
 # data mirror does not travel with the working tree. This builds gflow there-ready on this
-# machine (-Dcuda=enabled, release, -Dcpu=x86-64-v3: the GPU machine's processor is not this
-# one) and packs into DIR/pack.tar.xz: the build's binaries and test runner, the shared
+# machine (-Dcuda=enabled, release, no MPI, -Dcpu=x86-64-v3: the GPU machine's processor is
+# not this one) and packs into DIR/pack.tar.xz: the build's binaries and test runner, the shared
 # libraries they load that are not the C library's own (ldd), and the datasets (tokenizers are
 # trained there on first use: seconds). One archive because the carried tree is limited to 64 MiB
 # (OpenBLAS alone is 36 MB uncompressed). On the GPU machine (carry DIR):
@@ -22,7 +22,7 @@ command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_pac
 
 mkdir -p "$DIR"
 B="$DIR/build"
-[ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dbuildtype=release -Dcpu=x86-64-v3 >/dev/null
+[ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dmpi=disabled -Dbuildtype=release -Dcpu=x86-64-v3 >/dev/null
 ninja -C "$B" >/dev/null
 
 stage=$(mktemp -d)
@@ -32,7 +32,7 @@ cp "$B/gflow" "$B/tests/gf_tests" "$stage/bin/"
 # every library the two binaries load, except glibc's own and the C++/GCC runtimes, which the
 # GPU machine has in newer, backward-compatible versions (carrying older ones would shadow them)
 for f in "$B/gflow" "$B/tests/gf_tests"; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+)\.so' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|libcuda)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -r "$MIRROR/wikitext-2" "$MIRROR/snli_1.0" "$stage/data/" 2>/dev/null || cp -r "$MIRROR/wikitext-2" "$stage/data/"
 [ -f "$MIRROR/README.md" ] && cp "$MIRROR/README.md" "$stage/data/"
