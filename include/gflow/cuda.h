@@ -10,8 +10,9 @@
  *  - functions that can fail return a gf_status (GF_CUDA_TRY); ops, which return a tensor,
  *    note the first failure instead (GF_CUDA_NOTE, GF_CUBLAS_NOTE, GF_CUDA_LAUNCHED) and
  *    gf_cuda_sync() reports it, as the stream's own asynchronous errors are reported there;
- *  - cuBLAS computes in FP32 (CUBLAS_DEFAULT_MATH: no TF32) with a workspace given at init,
- *    so a steady-state step calls neither cudaMalloc nor cudaFree;
+ *  - cuBLAS computes in FP32 (CUBLAS_DEFAULT_MATH: no TF32; [run] tf32 = true switches it to
+ *    CUBLAS_TF32_TENSOR_OP_MATH, gf_cuda_tf32) with a workspace given at init, so a steady-state
+ *    step calls neither cudaMalloc nor cudaFree;
  *  - cuBLAS is loaded by gf_cuda_init (dlopen), not linked: its two libraries are ~600 MB, and
  *    linking them cost every gflow process 0.4-0.9 s of CPU at start-up, GPU or not. Its
  *    functions are called through gf_cublas (gf_cublas.sgemm(...)); cudart is linked.
@@ -38,6 +39,7 @@ typedef struct gf_cublas_api {
     __typeof__(&cublasCreate_v2) create;
     __typeof__(&cublasSetStream_v2) set_stream;
     __typeof__(&cublasSetMathMode) set_math_mode;
+    __typeof__(&cublasGetMathMode) get_math_mode;
     __typeof__(&cublasSetWorkspace_v2) set_workspace;
     __typeof__(&cublasSgemm_v2) sgemm;
     __typeof__(&cublasSaxpy_v2) saxpy;
@@ -81,6 +83,16 @@ gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes);
  * tf32: in CUBLAS_TF32_TENSOR_OP_MATH (the handle goes back to plain FP32 after). The
  * denominator of `gflow bench`'s MFU on the GPU (src/core/cuda/gemm_peak.c). */
 gf_status gf_cuda_sgemm_gflops(int64_t m, int64_t n, int64_t k, int tf32, int reps, double *gflops);
+
+/* Σ x[i]², i < n, accumulated in double on the stream and read back into *out (a synchronous
+ * copy: it waits for the stream, so it also reports a failure noted before it). Two stages in
+ * an order fixed by n alone: GF_SUMSQ_BLOCKS blocks (fewer for small n) each sum a grid-strided
+ * share in double, reduce it in a fixed tree and write one partial; one block adds the partials
+ * the same way. The same n gives the same bits on every run and every GPU; no atomics. Its
+ * scratch (GF_SUMSQ_BLOCKS + 1 doubles) is allocated once, at the first call. Not finite iff an
+ * element is not (a finite float's square cannot overflow a double). */
+#define GF_SUMSQ_BLOCKS 1024
+gf_status gf_cuda_sumsq(const float *x, int64_t n, double *out);
 
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by

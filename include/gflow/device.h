@@ -46,6 +46,17 @@ void gf_cuda_probe(gf_cuda_info *info);
  * GF_E_EXTERNAL for a CUDA or cuBLAS error, naming the call. */
 gf_status gf_ctx_use_cuda(struct gf_ctx *ctx, size_t first_bytes);
 
+/* cuBLAS's math mode for the GEMMs of every op from now on: on, TF32 tensor cores
+ * (CUBLAS_TF32_TENSOR_OP_MATH: inputs rounded to 10 mantissa bits, FP32 accumulation); off, plain
+ * FP32 (CUBLAS_DEFAULT_MATH, the default). `[run] tf32` (the session applies it). Initialises CUDA
+ * on first use; GF_E_INVALID "built without CUDA" or "no CUDA device visible (...)". */
+gf_status gf_cuda_tf32(int on);
+
+/* n floats of t's data into host memory dst, whatever t's device. A GPU tensor: a synchronous
+ * copy, which waits for the stream and so also reports a CUDA failure noted before it (an op's);
+ * this is how the trainer reads the loss. */
+gf_status gf_tensor_to_host(const gf_tensor *t, float *dst, int64_t n);
+
 /* ---- device memory for the tape (src/core/tape.c) ---- */
 
 /* n floats from ctx's device step arena: uninitialised, or zeroed (on the stream) */

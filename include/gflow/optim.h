@@ -5,6 +5,10 @@
  * parameter block (gf_params.m/.v); the only other state is the step counter,
  * a POD struct the checkpoint stores with memcpy. Elements are independent, so
  * the OpenMP loop is bitwise deterministic for any thread count.
+ * A block on the GPU (gf_params_to_device) gets the same step as one kernel
+ * (src/optim/cuda/adamw.cu) with the same scalars and the same fp32 operations in
+ * the same order: the CPU's bits from the same inputs. Its clipping norm is a
+ * deterministic reduction on the device (gf_params_grad_sumsq), read back.
  */
 #ifndef GFLOW_OPTIM_H
 #define GFLOW_OPTIM_H
@@ -42,6 +46,10 @@ void gf_adamw_step(gf_params *p, gf_adamw_state *st, const gf_adamw_cfg *cfg, do
  * returned without touching the grads (the trainer's nonfinite policy decides).
  * Returns the pre-clip norm. */
 double gf_clip_grad_norm(gf_params *p, double max_norm);
+/* The same with a status: *norm the pre-clip norm (NAN when the status is not GF_OK). A device
+ * block's norm is read back, one synchronisation, which also reports a CUDA failure noted
+ * since the last one (the step's ops'); gf_clip_grad_norm then returns NAN. */
+gf_status gf_clip_grad(gf_params *p, double max_norm, double *norm);
 
 typedef enum gf_schedule_kind {
     GF_SCHED_CONSTANT = 0,     /* lr (after optional linear warmup) */

@@ -5,6 +5,12 @@
  * gradient norm one loop, AdamW one loop, a checkpoint one table plus one write.
  * Models declare tensors (name, kind, shape) first, then gf_params_alloc() lays
  * them out in declaration order and points each tensor into the block.
+ *
+ * The block lives on one device. gf_params_alloc makes it on the host; a GPU run draws the
+ * weights there (the same rng draws as a CPU run, so both start from the same bits) and then
+ * moves it (gf_params_to_device): the four arrays become device memory with the host layout,
+ * every parameter tensor points into it with device GF_DEV_CUDA. Whatever reads or writes the
+ * block from the host (checkpoints, export, the trainer) goes through gf_params_get/set.
  */
 #ifndef GFLOW_PARAMS_H
 #define GFLOW_PARAMS_H
@@ -29,16 +35,31 @@ typedef struct gf_param {
     int64_t offset;    /* in floats from the block start */
 } gf_param;
 
+/* A device block's kernels (AdamW) walk it in chunks of at most GF_PARAM_CHUNK floats that
+ * never straddle two parameters: [lo, hi) in floats from the block start, and the parameter's
+ * kind. gf_params_to_device builds the table once. */
+#define GF_PARAM_CHUNK 4096
+typedef struct gf_param_chunk {
+    int64_t lo, hi;
+    int32_t kind, pad;
+} gf_param_chunk;
+
 typedef struct gf_params {
     gf_param **items;  /* stable pointers (each item is its own allocation) */
     int64_t n_items, cap_items;
     int64_t n;         /* total floats */
-    float *data;       /* (n) */
+    float *data;       /* (n) on `device` */
     float *grad;       /* (n) */
     float *m;          /* (n) AdamW first moment */
     float *v;          /* (n) AdamW second moment */
     int allocated;
+    gf_device device;  /* where the four arrays are (GF_DEV_CPU after gf_params_alloc) */
+    gf_param_chunk *chunks; /* a device block: its chunk table, in device memory */
+    int64_t n_chunks;
 } gf_params;
+
+/* The four arrays of the block, for gf_params_get/set. */
+typedef enum gf_params_part { GF_PP_DATA = 0, GF_PP_GRAD, GF_PP_M, GF_PP_V, GF_PP_COUNT } gf_params_part;
 
 void gf_params_init(gf_params *p);
 /* Declare a parameter; returns its tensor (data NULL until gf_params_alloc). */
@@ -46,12 +67,31 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
                          const int64_t *shape);
 gf_status gf_params_alloc(gf_params *p);
 gf_param *gf_params_find(const gf_params *p, const char *name);
+/* grad = 0: a memset (a device block: one cudaMemsetAsync on the stream) */
 void gf_params_zero_grad(gf_params *p);
 /* Training init, in table order from one stream: weights and embeddings N(0, std), biases 0,
- * norm gains 1 and shifts 0 (the models' gf_*_init_weights). */
+ * norm gains 1 and shifts 0 (the models' gf_*_init_weights). On the host: init, then move. */
 void gf_params_init_weights(gf_params *p, double std, gf_rng *rng);
-/* sqrt(sum grad^2) accumulated in double */
+/* sqrt(sum grad^2) accumulated in double; NAN when a device block's reduction failed
+ * (gf_params_grad_sumsq says why) */
 double gf_params_grad_norm(const gf_params *p);
+/* sum grad^2 accumulated in double. A device block: a deterministic two-stage reduction on the
+ * device (gf_cuda_sumsq), read back, which waits for the stream and so also reports a CUDA
+ * failure noted before it (GF_E_EXTERNAL). Not finite iff some gradient is not (a finite
+ * float's square cannot overflow a double). */
+gf_status gf_params_grad_sumsq(const gf_params *p, double *out);
+
+/* Move the block (all four arrays, contents kept) to device d: new arrays there, copies, the old
+ * ones freed, every parameter tensor repointed with t.device = d. GF_OK at once when it is there
+ * already; GF_E_INVALID "built without CUDA" for GF_DEV_CUDA in a build without it; on failure
+ * the block stays where it was. */
+gf_status gf_params_to_device(gf_params *p, gf_device d);
+/* The whole array `part` (n floats) to or from host memory, whatever the block's device (a device
+ * block: synchronous copies). */
+gf_status gf_params_get(const gf_params *p, gf_params_part part, float *dst);
+gf_status gf_params_set(gf_params *p, gf_params_part part, const float *src);
+/* The array `part` where the block lives */
+float *gf_params_part_ptr(const gf_params *p, gf_params_part part);
 void gf_params_free(gf_params *p);
 const char *gf_param_kind_name(gf_param_kind k);
 

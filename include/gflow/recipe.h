@@ -58,6 +58,7 @@ typedef struct gf_recipe {
         char out_dir[GF_RECIPE_STR];
         int64_t threads;                 /* 0 = OpenMP default */
         gf_device device;                /* where the training step runs (docs/cuda.md) */
+        bool tf32;                       /* cuda: TF32 tensor-core GEMMs (cuBLAS math mode) */
     } run;
     struct {
         gf_dataset dataset;
@@ -141,6 +142,13 @@ void gf_recipe_write_keys_md(FILE *f);
 
 /* Field-by-field equality over the schema (1 = equal). */
 int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b);
+/* 1 when a and b describe the same run: equal but for the keys that say where and with how many
+ * threads it computes ([run] device and threads), which a run may change when it resumes (a GPU
+ * run continues on the CPU and the other way round). */
+int gf_recipe_same_run(const gf_recipe *a, const gf_recipe *b);
+/* Apply `sets` ("section.key=value") to the recipe of a run being resumed: only [run] device and
+ * threads may change; any other key is GF_E_INVALID naming it (the run keeps its recipe). */
+gf_status gf_recipe_resume_sets(gf_recipe *r, const char *const *sets, int64_t n_sets);
 
 /* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else the data directory of gf_data_dirs
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else

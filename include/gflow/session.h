@@ -27,17 +27,21 @@ typedef struct gf_session {
     int ctx_ready;
 } gf_session;
 
-/* Can the recipe's [run] device run here? GF_OK for cpu. For cuda, a one-line GF_E_INVALID that
- * names the key: the build has no CUDA, no CUDA device is visible, or (with a GPU) which part of
- * the GPU training path is still missing (docs/cuda.md). */
+/* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible
+ * to a build with CUDA and the process is alone (no MPI job); else a one-line GF_E_INVALID that
+ * names the key: the build has no CUDA, no CUDA device is visible, or MPI ranks (docs/cuda.md). */
 gf_status gf_session_device_check(const gf_recipe *r);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
 /* The model alone, for `vocab` ids, no tokenizer and no data. init: draw the weights from
- * run.seed (s->rng continues that stream); else leave them for a checkpoint to fill. */
+ * run.seed (s->rng continues that stream); else leave them for a checkpoint to fill.
+ * [run] device = cuda: the weights are drawn on the host, then the parameter block moves to the
+ * GPU (gf_params_to_device), the step context gets a device arena and cuBLAS [run] tf32; the
+ * loss, the gradients and AdamW then stay on the device (gf_train_step). */
 gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int init);
-/* The model of a checkpoint without any data: recipe and vocabulary come from its metadata. */
+/* The model of a checkpoint without any data, on the CPU whatever the checkpoint's device:
+ * recipe and vocabulary come from its metadata. */
 gf_status gf_session_from_ckpt(gf_session *s, const char *path);
 /* Load (tokenize, via the cache) one split. */
 gf_status gf_session_load_split(gf_session *s, gf_split split, int log);
@@ -85,7 +89,11 @@ typedef struct gf_step_out {
 
 /* One optimizer step on the current batch: zero gradients, forward and backward of this rank's
  * rows, one gradient allreduce (each rank's mean pre-scaled by n / rows), global-norm clip,
- * AdamW unless a value is not finite. Every rank calls it on the same global batch. */
+ * AdamW unless a value is not finite. Every rank calls it on the same global batch.
+ * On the GPU (the session's block on the device): the same steps as kernels on the stream; the
+ * host reads back two values, the loss (4 bytes, after backward) and the squared gradient norm
+ * (8 bytes, gf_clip_grad), each a synchronisation; a CUDA failure in the step is returned at the
+ * first of them. A non-finite step downloads the gradients once more, to name the parameter. */
 gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                         gf_step_out *out);
 

@@ -13,7 +13,8 @@ static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
 static void help(void) {
     printf("usage: gflow train RECIPE [--set section.key=value]... [--overwrite] [--quiet]\n"
-           "       gflow train --resume RUN_DIR [--stop-after STEPS] [--allow-data-change]\n\n"
+           "       gflow train --resume RUN_DIR [--set run.device=D] [--set run.threads=N] [--stop-after STEPS]\n"
+           "                   [--allow-data-change]\n\n"
            "  Trains the model the recipe describes and writes the run to <out_dir>/<name>/:\n"
            "  recipe.ini, metrics.tsv, speed.tsv, last.ckpt, best.ckpt, summary.tsv.\n"
            "  Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves last.ckpt and exits;\n"
@@ -22,7 +23,9 @@ static void help(void) {
            "  --resume DIR     continue the run in DIR with the recipe stored in its checkpoint; a run\n"
            "                   stopped before its first checkpoint starts again from step 0 with its\n"
            "                   recipe.ini. Refused when a data file (a split, the tokenizer corpus)\n"
-           "                   differs from the sha256 that last.ckpt recorded\n"
+           "                   differs from the sha256 that last.ckpt recorded. --set may change where\n"
+           "                   it runs, nothing else: run.device (a GPU run continues on the CPU, or\n"
+           "                   back) and run.threads\n"
            "  --allow-data-change  resume on changed data anyway (its rows no longer continue the run's)\n"
            "  --stop-after N   stop (resumably) after N optimizer steps in total\n"
            "  --overwrite      start afresh in a run directory that already holds a run\n"
@@ -85,8 +88,8 @@ int gf_cmd_train(int argc, char **argv) {
     if (st) { free(sets); return gf_cli_fail(st); }
     gf_recipe r;
     if (resume) {
-        if (n_sets) { fprintf(stderr, "gflow train: --set cannot change a run being resumed\n"); free(sets); return GF_EXIT_USAGE; }
         st = resume_recipe(resume, &r, &o);
+        if (!st) st = gf_recipe_resume_sets(&r, sets, n_sets); /* where it runs, nothing else */
         o.resume_dir = resume;
     } else {
         st = gf_recipe_load(recipe, sets, n_sets, &r);

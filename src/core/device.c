@@ -6,12 +6,30 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef GF_HAVE_CUDA
+#include "gflow/cuda.h"
+#endif
+
 const char *gf_device_name(gf_device d) {
     switch (d) {
     case GF_DEV_CPU: return "cpu";
     case GF_DEV_CUDA: return "cuda";
     }
     return "?";
+}
+
+gf_status gf_tensor_to_host(const gf_tensor *t, float *dst, int64_t n) {
+    GF_ASSERT(n >= 0 && n <= gf_tensor_numel(t), "gf_tensor_to_host: %lld floats of a tensor of %lld", (long long)n,
+              (long long)gf_tensor_numel(t));
+    if (t->device == GF_DEV_CPU) {
+        memcpy(dst, t->data, (size_t)n * sizeof(float));
+        return GF_OK;
+    }
+#ifdef GF_HAVE_CUDA
+    return gf_cuda_download(dst, t->data, (size_t)n * sizeof(float));
+#else
+    gf_abort(__FILE__, __LINE__, "gf_tensor_to_host: a GPU tensor in a build without CUDA");
+#endif
 }
 
 #ifdef GF_HAVE_CUDA
@@ -30,6 +48,11 @@ void gf_cuda_probe(gf_cuda_info *info) {
 gf_status gf_ctx_use_cuda(struct gf_ctx *ctx, size_t first_bytes) {
     (void)ctx;
     (void)first_bytes;
+    return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
+}
+
+gf_status gf_cuda_tf32(int on) {
+    (void)on;
     return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
 }
 

@@ -1,10 +1,15 @@
-/* params.c — the contiguous parameter block; see gflow/params.h. */
+/* params.c — the contiguous parameter block on the host or on the GPU; see gflow/params.h. */
 #include "gflow/params.h"
+#include "gflow/device.h"
 #include "gflow/threads.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <math.h>
+
+#ifdef GF_HAVE_CUDA
+#include "gflow/cuda.h"
+#endif
 
 void gf_params_init(gf_params *p) { memset(p, 0, sizeof *p); }
 
@@ -38,30 +43,167 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
     return &it->t;
 }
 
-gf_status gf_params_alloc(gf_params *p) {
-    GF_ASSERT(!p->allocated, "gf_params_alloc called twice");
-    size_t bytes = (size_t)p->n * sizeof(float);
-    float *blk[4] = {0};
-    for (int i = 0; i < 4; i++) {
+/* four zeroed host arrays of n floats, 64-byte aligned */
+static gf_status host_arrays(int64_t n, float *blk[GF_PP_COUNT]) {
+    size_t bytes = (size_t)n * sizeof(float);
+    for (int i = 0; i < GF_PP_COUNT; i++) {
         void *q = NULL;
         if (posix_memalign(&q, 64, bytes ? bytes : 64) != 0) {
             for (int j = 0; j < i; j++) free(blk[j]);
-            return gf_error_set(GF_E_NOMEM, "cannot allocate the parameter block (%lld floats x 4)",
-                                (long long)p->n);
+            return gf_error_set(GF_E_NOMEM, "cannot allocate the parameter block (%lld floats x 4)", (long long)n);
         }
         blk[i] = q;
         memset(q, 0, bytes);
     }
-    p->data = blk[0];
-    p->grad = blk[1];
-    p->m = blk[2];
-    p->v = blk[3];
+    return GF_OK;
+}
+
+/* the block's arrays are blk[], on device d: point every parameter tensor into them */
+static void point_into(gf_params *p, float *const blk[GF_PP_COUNT], gf_device d) {
+    p->data = blk[GF_PP_DATA];
+    p->grad = blk[GF_PP_GRAD];
+    p->m = blk[GF_PP_M];
+    p->v = blk[GF_PP_V];
+    p->device = d;
     for (int64_t i = 0; i < p->n_items; i++) {
         p->items[i]->t.data = p->data + p->items[i]->offset;
         p->items[i]->t.grad = p->grad + p->items[i]->offset;
+        p->items[i]->t.device = d;
     }
+}
+
+gf_status gf_params_alloc(gf_params *p) {
+    GF_ASSERT(!p->allocated, "gf_params_alloc called twice");
+    float *blk[GF_PP_COUNT] = {0};
+    GF_TRY(host_arrays(p->n, blk));
+    point_into(p, blk, GF_DEV_CPU);
     p->allocated = 1;
     return GF_OK;
+}
+
+float *gf_params_part_ptr(const gf_params *p, gf_params_part part) {
+    switch (part) {
+    case GF_PP_DATA: return p->data;
+    case GF_PP_GRAD: return p->grad;
+    case GF_PP_M: return p->m;
+    case GF_PP_V: return p->v;
+    default: break;
+    }
+    GF_ASSERT(0, "parameter block part %d", (int)part);
+    return NULL;
+}
+
+#ifdef GF_HAVE_CUDA
+/* A device block is one cudaMalloc: data, grad, m, v at a stride of n rounded up to 64 floats
+ * (256 bytes: every array starts as aligned as cudaMalloc's own memory), so p->data is its
+ * base. The chunk table is a second one. */
+static int64_t dev_stride(int64_t n) { return (n + 63) / 64 * 64; }
+
+static gf_status chunk_table(gf_params *p) {
+    int64_t nc = 0;
+    for (int64_t i = 0; i < p->n_items; i++)
+        nc += (gf_tensor_numel(&p->items[i]->t) + GF_PARAM_CHUNK - 1) / GF_PARAM_CHUNK;
+    gf_param_chunk *h = malloc((size_t)(nc ? nc : 1) * sizeof *h);
+    if (!h) return gf_error_set(GF_E_NOMEM, "parameter chunk table (%lld chunks)", (long long)nc);
+    int64_t k = 0;
+    for (int64_t i = 0; i < p->n_items; i++) {
+        const gf_param *q = p->items[i];
+        const int64_t end = q->offset + gf_tensor_numel(&q->t);
+        for (int64_t lo = q->offset; lo < end; lo += GF_PARAM_CHUNK)
+            h[k++] = (gf_param_chunk){.lo = lo, .hi = lo + GF_PARAM_CHUNK < end ? lo + GF_PARAM_CHUNK : end,
+                                      .kind = (int32_t)q->kind};
+    }
+    void *d = NULL;
+    gf_status st = gf_cuda_malloc(&d, (size_t)(nc ? nc : 1) * sizeof *h);
+    if (!st) st = gf_cuda_upload(d, h, (size_t)nc * sizeof *h);
+    free(h);
+    if (st) {
+        gf_cuda_free(d);
+        return st;
+    }
+    p->chunks = d;
+    p->n_chunks = nc;
+    return GF_OK;
+}
+
+static gf_status to_cuda(gf_params *p) {
+    const int64_t stride = dev_stride(p->n);
+    const size_t bytes = (size_t)p->n * sizeof(float);
+    void *base = NULL;
+    GF_TRY(gf_cuda_malloc(&base, (size_t)(GF_PP_COUNT * stride) * sizeof(float)));
+    float *blk[GF_PP_COUNT];
+    gf_status st = GF_OK;
+    for (int i = 0; i < GF_PP_COUNT; i++) {
+        blk[i] = (float *)base + i * stride;
+        if (!st) st = gf_cuda_upload(blk[i], gf_params_part_ptr(p, (gf_params_part)i), bytes);
+    }
+    if (!st) st = chunk_table(p);
+    if (st) {
+        gf_cuda_free(base);
+        return st;
+    }
+    for (int i = 0; i < GF_PP_COUNT; i++) free(gf_params_part_ptr(p, (gf_params_part)i));
+    point_into(p, blk, GF_DEV_CUDA);
+    return GF_OK;
+}
+
+static gf_status to_host(gf_params *p) {
+    float *blk[GF_PP_COUNT] = {0};
+    GF_TRY(host_arrays(p->n, blk));
+    gf_status st = GF_OK;
+    for (int i = 0; i < GF_PP_COUNT && !st; i++) st = gf_params_get(p, (gf_params_part)i, blk[i]);
+    if (st) {
+        for (int i = 0; i < GF_PP_COUNT; i++) free(blk[i]);
+        return st;
+    }
+    gf_cuda_free(p->data);
+    gf_cuda_free(p->chunks);
+    p->chunks = NULL;
+    p->n_chunks = 0;
+    point_into(p, blk, GF_DEV_CPU);
+    return GF_OK;
+}
+#endif
+
+gf_status gf_params_to_device(gf_params *p, gf_device d) {
+    GF_ASSERT(p->allocated, "gf_params_to_device: parameters not allocated");
+    if (p->device == d) return GF_OK;
+#ifdef GF_HAVE_CUDA
+    return d == GF_DEV_CUDA ? to_cuda(p) : to_host(p);
+#else
+    return gf_error_set(GF_E_INVALID, "the parameter block cannot move to %s: gflow was built without CUDA "
+                        "(docs/cuda.md)", gf_device_name(d));
+#endif
+}
+
+gf_status gf_params_get(const gf_params *p, gf_params_part part, float *dst) {
+    const float *src = gf_params_part_ptr(p, part);
+    const size_t bytes = (size_t)p->n * sizeof(float);
+    if (p->device == GF_DEV_CPU) {
+        memcpy(dst, src, bytes);
+        return GF_OK;
+    }
+#ifdef GF_HAVE_CUDA
+    return gf_cuda_download(dst, src, bytes);
+#else
+    GF_ASSERT(0, "a device parameter block in a build without CUDA");
+    return GF_E_INVALID;
+#endif
+}
+
+gf_status gf_params_set(gf_params *p, gf_params_part part, const float *src) {
+    float *dst = gf_params_part_ptr(p, part);
+    const size_t bytes = (size_t)p->n * sizeof(float);
+    if (p->device == GF_DEV_CPU) {
+        memcpy(dst, src, bytes);
+        return GF_OK;
+    }
+#ifdef GF_HAVE_CUDA
+    return gf_cuda_upload(dst, src, bytes);
+#else
+    GF_ASSERT(0, "a device parameter block in a build without CUDA");
+    return GF_E_INVALID;
+#endif
 }
 
 gf_param *gf_params_find(const gf_params *p, const char *name) {
@@ -70,9 +212,19 @@ gf_param *gf_params_find(const gf_params *p, const char *name) {
     return NULL;
 }
 
-void gf_params_zero_grad(gf_params *p) { memset(p->grad, 0, (size_t)p->n * sizeof(float)); }
+void gf_params_zero_grad(gf_params *p) {
+    if (p->device == GF_DEV_CPU) {
+        memset(p->grad, 0, (size_t)p->n * sizeof(float));
+        return;
+    }
+#ifdef GF_HAVE_CUDA
+    GF_CUDA_NOTE(cudaMemsetAsync(p->grad, 0, (size_t)p->n * sizeof(float), gf_cuda_stream()));
+#endif
+}
 
 void gf_params_init_weights(gf_params *P, double std, gf_rng *rng) {
+    GF_ASSERT(P->device == GF_DEV_CPU, "gf_params_init_weights: the block is on %s; draw the weights on the host, "
+              "then move it (gf_params_to_device)", gf_device_name(P->device));
     for (int64_t i = 0; i < P->n_items; i++) {
         gf_param *p = P->items[i];
         int64_t n = gf_tensor_numel(&p->t);
@@ -95,17 +247,39 @@ void gf_params_init_weights(gf_params *P, double std, gf_rng *rng) {
     }
 }
 
+gf_status gf_params_grad_sumsq(const gf_params *p, double *out) {
+    if (p->device == GF_DEV_CPU) {
+        *out = gf_sumsq_f32(p->grad, p->n);
+        return GF_OK;
+    }
+    *out = NAN;
+#ifdef GF_HAVE_CUDA
+    return gf_cuda_sumsq(p->grad, p->n, out);
+#else
+    GF_ASSERT(0, "a device parameter block in a build without CUDA");
+    return GF_E_INVALID;
+#endif
+}
+
 double gf_params_grad_norm(const gf_params *p) {
-    return sqrt(gf_sumsq_f32(p->grad, p->n));
+    double s = NAN;
+    return gf_params_grad_sumsq(p, &s) ? NAN : sqrt(s);
 }
 
 void gf_params_free(gf_params *p) {
     for (int64_t i = 0; i < p->n_items; i++) free(p->items[i]);
     free(p->items);
-    free(p->data);
-    free(p->grad);
-    free(p->m);
-    free(p->v);
+    if (p->device == GF_DEV_CPU) {
+        free(p->data);
+        free(p->grad);
+        free(p->m);
+        free(p->v);
+    } else {
+#ifdef GF_HAVE_CUDA
+        gf_cuda_free(p->data); /* the base of the one allocation (to_cuda) */
+        gf_cuda_free(p->chunks);
+#endif
+    }
     memset(p, 0, sizeof *p);
 }
 

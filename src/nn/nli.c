@@ -1,6 +1,7 @@
 /* nli.c — the SNLI classifiers (Grassmann–Plücker and Transformer heads) built from ops on the
  * tape. The architecture and the reading of the paper it implements: see include/gflow/nli.h. */
 #include "gflow/nli.h"
+#include "gflow/device.h"
 #include "gflow/ops.h"
 #include <string.h>
 
@@ -97,19 +98,29 @@ gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const flo
     gf_tensor *hid = gf_dropout(ctx, gf_gelu(ctx, gf_linear(ctx, feat, m->cls_fc1_w, m->cls_fc1_b)), c->dropout);
     gf_tensor *logits = gf_linear(ctx, hid, m->cls_fc2_w, m->cls_fc2_b); // (B, 3)
 
-    int32_t *pred = out && out->pred_buf ? out->pred_buf
-                                         : gf_arena_alloc(&ctx->arena, (size_t)B * sizeof(int32_t)); // (B)
+    for (int64_t b = 0; labels && b < B; b++)
+        GF_ASSERT(labels[b] >= -1 && labels[b] < GF_NLI_CLASSES, "nli: label %d outside [-1, 2]", labels[b]);
+    int32_t *pred = NULL;
     int64_t n_correct = 0, n_counted = 0;
-    for (int64_t b = 0; b < B; b++) {
-        const float *lg = logits->data + b * GF_NLI_CLASSES;
-        int32_t k = 0;
-        for (int32_t j = 1; j < GF_NLI_CLASSES; j++)
-            if (lg[j] > lg[k]) k = j;
-        pred[b] = k;
-        if (labels) GF_ASSERT(labels[b] >= -1 && labels[b] < GF_NLI_CLASSES, "nli: label %d outside [-1, 2]", labels[b]);
-        if (labels && labels[b] >= 0) {
-            n_counted++;
-            n_correct += k == labels[b];
+    if (out) { /* predictions only when asked for (a GPU training step reads back nothing here) */
+        pred = out->pred_buf ? out->pred_buf : gf_arena_alloc(&ctx->arena, (size_t)B * sizeof(int32_t)); // (B)
+        const float *lgs = logits->data; // (B, 3)
+        if (logits->device != GF_DEV_CPU) {
+            float *h = gf_arena_floats(&ctx->arena, B * GF_NLI_CLASSES);
+            gf_status st = gf_tensor_to_host(logits, h, B * GF_NLI_CLASSES);
+            GF_ASSERT(st == GF_OK, "nli: reading the logits back from the GPU: %s", gf_last_error());
+            lgs = h;
+        }
+        for (int64_t b = 0; b < B; b++) {
+            const float *lg = lgs + b * GF_NLI_CLASSES;
+            int32_t k = 0;
+            for (int32_t j = 1; j < GF_NLI_CLASSES; j++)
+                if (lg[j] > lg[k]) k = j;
+            pred[b] = k;
+            if (labels && labels[b] >= 0) {
+                n_counted++;
+                n_correct += k == labels[b];
+            }
         }
     }
     double nll = 0;

@@ -103,6 +103,7 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
                             p->ckpt, task->name);
     if (o->log) fprintf(stderr, "probe: %s (%s, %s, %lld layers)\n", p->ckpt, gf_family_name(r.model.family),
                         gf_block_name(r.model.block), (long long)r.model.n_layers);
+    r.run.device = GF_DEV_CPU; /* the probes read weights and activations on the host, wherever it trained */
     GF_TRY(gf_session_open(&p->s, &r, 0));
     p->open = 1;
     GF_TRY(gf_ckpt_load(p->ckpt, p->s.params, NULL));

@@ -628,27 +628,51 @@ gf_status gf_recipe_parse_text(const char *text, const char *name, const char *c
     return resolve(NULL, text, name ? name : "<text>", sets, n_sets, out);
 }
 
-int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b) {
-    for (int i = 0; i < gf_recipe_n_keys; i++) {
-        const gf_recipe_key *k = &gf_recipe_schema[i];
-        const void *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
-        int eq = 1;
-        switch (k->type) {
-        case GF_RK_INT: eq = *(const int64_t *)x == *(const int64_t *)y; break;
-        case GF_RK_FLOAT: eq = *(const double *)x == *(const double *)y; break;
-        case GF_RK_BOOL: eq = *(const bool *)x == *(const bool *)y; break;
-        case GF_RK_STRING: eq = strcmp(x, y) == 0; break;
-        case GF_RK_ENUM: eq = *(const int *)x == *(const int *)y; break;
-        case GF_RK_INT_LIST: {
-            const gf_int_list *p = x, *q = y;
-            eq = p->n == q->n && memcmp(p->v, q->v, (size_t)p->n * sizeof p->v[0]) == 0;
-            break;
-        }
-        case GF_RK_BASE: break;
-        }
-        if (!eq) return 0;
+static int key_equal(const gf_recipe *a, const gf_recipe *b, const gf_recipe_key *k) {
+    const void *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
+    switch (k->type) {
+    case GF_RK_INT: return *(const int64_t *)x == *(const int64_t *)y;
+    case GF_RK_FLOAT: return *(const double *)x == *(const double *)y;
+    case GF_RK_BOOL: return *(const bool *)x == *(const bool *)y;
+    case GF_RK_STRING: return strcmp(x, y) == 0;
+    case GF_RK_ENUM: return *(const int *)x == *(const int *)y;
+    case GF_RK_INT_LIST: {
+        const gf_int_list *p = x, *q = y;
+        return p->n == q->n && memcmp(p->v, q->v, (size_t)p->n * sizeof p->v[0]) == 0;
+    }
+    case GF_RK_BASE: return 1;
     }
     return 1;
+}
+
+/* the first key (of those without the flags `skip`) on which a and b differ, or NULL */
+static const gf_recipe_key *first_difference(const gf_recipe *a, const gf_recipe *b, unsigned skip) {
+    for (int i = 0; i < gf_recipe_n_keys; i++)
+        if (!(gf_recipe_schema[i].flags & skip) && !key_equal(a, b, &gf_recipe_schema[i])) return &gf_recipe_schema[i];
+    return NULL;
+}
+
+int gf_recipe_equal(const gf_recipe *a, const gf_recipe *b) { return first_difference(a, b, 0) == NULL; }
+
+int gf_recipe_same_run(const gf_recipe *a, const gf_recipe *b) {
+    return first_difference(a, b, GF_RK_PLACEMENT) == NULL;
+}
+
+gf_status gf_recipe_resume_sets(gf_recipe *r, const char *const *sets, int64_t n_sets) {
+    if (n_sets <= 0) return GF_OK;
+    char *text = NULL;
+    GF_TRY(gf_recipe_resolved_text(r, &text));
+    gf_recipe *out = malloc(sizeof *out);
+    gf_status st = out ? gf_recipe_parse_text(text, "the run's recipe", sets, n_sets, out)
+                       : gf_error_set(GF_E_NOMEM, "recipe: out of memory");
+    free(text);
+    const gf_recipe_key *k = st ? NULL : first_difference(r, out, GF_RK_PLACEMENT);
+    if (k)
+        st = gf_error_set(GF_E_INVALID, "--set %s.%s: a run being resumed keeps its recipe; only [run] device and "
+                          "threads (where and with how many threads it computes) may change", k->section, k->key);
+    if (!st) *r = *out;
+    free(out);
+    return st;
 }
 
 const char *gf_recipe_data_dir(const gf_recipe *r) {

@@ -24,6 +24,8 @@ enum {
     GF_RK_MAX_EXCL = 1 << 3, /* value < hi (with GF_RK_MAX) */
     GF_RK_NONEMPTY = 1 << 4, /* string or list must not be empty */
     GF_RK_COMPONENT = 1 << 5, /* string is one path component: no '/', not "." or ".." */
+    GF_RK_PLACEMENT = 1 << 6, /* where and how fast the run computes, not what: not part of the run's
+                                 identity (gf_recipe_same_run); may change when it resumes */
 };
 
 typedef struct gf_rk_enum_val {

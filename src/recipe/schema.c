@@ -29,6 +29,7 @@ static const gf_rk_enum_val e_split[] = {{"train", GF_SPLIT_TRAIN}, {"valid", GF
 #define MAXX (GF_RK_MAX | GF_RK_MAX_EXCL)
 #define NONEMPTY GF_RK_NONEMPTY
 #define COMPONENT GF_RK_COMPONENT
+#define PLACEMENT GF_RK_PLACEMENT
 #define REQ NULL
 #define GF_XSTR(x) GF_STR(x)
 #define GF_STR(x) #x
@@ -42,10 +43,15 @@ const gf_recipe_key gf_recipe_schema[] = {
      "Not written in the resolved recipe.", 0},
     K(run, seed, INT, "1", 0, 0, 0, 0, "Seed for initialisation, dropout and data order."),
     K(run, out_dir, STRING, "checkpoints", 0, 0, NONEMPTY, 0, "Directory for run outputs (checkpoints, metrics.tsv)."),
-    K(run, threads, INT, "0", 0, 1024, MIN | MAX, 0, "OpenMP/BLAS threads; 0 = OMP_NUM_THREADS or all cores."),
-    K(run, device, ENUM, "cpu", 0, 0, 0, e_device,
-      "Where the training step runs: cpu, or cuda (one NVIDIA GPU; needs a build with the CUDA backend, "
-      "and the GPU training path is not complete yet: docs/cuda.md)."),
+    K(run, threads, INT, "0", 0, 1024, MIN | MAX | PLACEMENT, 0,
+      "OpenMP/BLAS threads; 0 = OMP_NUM_THREADS or all cores. May change when the run resumes "
+      "(`gflow train --resume DIR --set run.threads=N`)."),
+    K(run, device, ENUM, "cpu", 0, 0, PLACEMENT, e_device,
+      "Where the training step runs: cpu, or cuda (one NVIDIA GPU; needs a build with the CUDA backend: "
+      "docs/cuda.md). May change when the run resumes (`--resume DIR --set run.device=cpu`)."),
+    K(run, tf32, BOOL, "false", 0, 0, 0, 0,
+      "cuda: cuBLAS GEMMs on TF32 tensor cores (inputs rounded to 10 mantissa bits, FP32 accumulation; "
+      "faster, about 1e-3 relative error per product); ignored on the CPU."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "

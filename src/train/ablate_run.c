@@ -64,12 +64,14 @@ static int exists(const char *dir, const char *file) {
     return access(p, F_OK) == 0;
 }
 
-/* The first line where two resolved recipes differ (run.threads ignored: it changes no result). */
+/* The first line where two resolved recipes differ (run.threads and run.device ignored: where a
+ * run computes is not part of what it is, gf_recipe_same_run). */
 static gf_status same_recipe(const gf_recipe *want, const gf_recipe *have_in, const char *where, const char *variant_at) {
     gf_recipe have = *have_in;
-    /* neither the thread count nor where token caches live changes a run's results (and the
-     * cache_dir default moved from datasets/cache to the data directories' cache) */
+    /* neither the thread count, the device, nor where token caches live makes another run (and
+     * the cache_dir default moved from datasets/cache to the data directories' cache) */
     have.run.threads = want->run.threads;
+    have.run.device = want->run.device;
     memcpy(have.tokenizer.cache_dir, want->tokenizer.cache_dir, sizeof have.tokenizer.cache_dir);
     if (gf_recipe_equal(want, &have)) return GF_OK;
     char *ta = NULL, *tb = NULL;

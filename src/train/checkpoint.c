@@ -25,6 +25,7 @@
 #define CK_NGROUPS 3
 
 static const char *const ck_group_prefix[CK_NGROUPS] = {"", "m/", "v/"};
+static const gf_params_part ck_group_part[CK_NGROUPS] = {GF_PP_DATA, GF_PP_M, GF_PP_V};
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -273,8 +274,8 @@ static void put_table(ck_buf *b, const gf_params *p, uint64_t sec_stride) {
 
 /* header bytes b (freed here), the three arrays (sec bytes each, padded to sec_stride between
  * them) and the CRC trailer, written atomically */
-static gf_status write_all(const char *path, ck_buf *b, const gf_params *p, size_t sec, uint64_t sec_stride,
-                           uint64_t file_size) {
+static gf_status write_all(const char *path, ck_buf *b, const float *const arrays[CK_NGROUPS], size_t sec,
+                           uint64_t sec_stride, uint64_t file_size) {
     gf_atomic_file af;
     gf_status s = gf_atomic_open(&af, path);
     if (s != GF_OK) {
@@ -282,7 +283,6 @@ static gf_status write_all(const char *path, ck_buf *b, const gf_params *p, size
         return s;
     }
     uLong crc = crc32(0L, Z_NULL, 0);
-    const float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
     size_t pad = (size_t)(sec_stride - sec);
 
     crc = crc_update(crc, b->p, b->n);
@@ -343,7 +343,25 @@ gf_status gf_ckpt_save(const char *path, const gf_params *p, const gf_ckpt_meta 
     enc_u64(b.p + 40, meta_size);
     enc_u64(b.p + 48, table_size);
     enc_u64(b.p + 56, blob_offset);
-    return write_all(path, &b, p, sec, sec_stride, file_size);
+    /* weights, m and v: a device block's are downloaded first (one format for both devices) */
+    const float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
+    float *host = NULL;
+    if (p->device != GF_DEV_CPU) {
+        host = malloc((size_t)(CK_NGROUPS * (p->n ? p->n : 1)) * sizeof(float)); // (3, n)
+        gf_status st = host ? GF_OK : gf_error_set(GF_E_NOMEM, "%s: no host memory for the weights", path);
+        for (int g = 0; g < CK_NGROUPS && !st; g++) {
+            st = gf_params_get(p, ck_group_part[g], host + g * p->n);
+            arrays[g] = host + g * p->n;
+        }
+        if (st) {
+            free(host);
+            free(b.p);
+            return st;
+        }
+    }
+    gf_status st = write_all(path, &b, arrays, sec, sec_stride, file_size);
+    free(host);
+    return st;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -560,6 +578,29 @@ static int ent_is(const ck_entry *e, int g, const char *name, size_t nn) {
     return e->group == g && e->name_len == nn && memcmp(e->name, name, nn) == 0;
 }
 
+/* The verified file's weights, m and v into the block (entry match[g * n_items + i] for tensor i
+ * of group g). A device block: through host copies, uploaded whole (the tensors cover the block,
+ * so every float is written). */
+static gf_status copy_in(const ck_file *f, const int64_t *match, gf_params *p, const char *path) {
+    float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
+    float *host = NULL;
+    if (p->device != GF_DEV_CPU) {
+        host = malloc((size_t)(CK_NGROUPS * (p->n ? p->n : 1)) * sizeof(float)); // (3, n)
+        if (!host) return gf_error_set(GF_E_NOMEM, "%s: no host memory for the weights", path);
+        for (int g = 0; g < CK_NGROUPS; g++) arrays[g] = host + g * p->n;
+    }
+    const unsigned char *blob = f->base + f->blob_offset;
+    for (int g = 0; g < CK_NGROUPS; g++)
+        for (int64_t i = 0; i < p->n_items; i++) {
+            const ck_entry *en = &f->ents[match[g * p->n_items + i]];
+            memcpy(arrays[g] + p->items[i]->offset, blob + en->offset, (size_t)en->nbytes);
+        }
+    gf_status s = GF_OK;
+    for (int g = 0; host && g < CK_NGROUPS && !s; g++) s = gf_params_set(p, ck_group_part[g], arrays[g]);
+    free(host);
+    return s;
+}
+
 gf_status gf_ckpt_load(const char *path, gf_params *p, gf_ckpt_meta *out) {
     GF_ASSERT(p->allocated, "gf_ckpt_load(%s): parameter block not allocated", path);
     ck_file f;
@@ -623,14 +664,9 @@ gf_status gf_ckpt_load(const char *path, gf_params *p, gf_ckpt_meta *out) {
         if (s != GF_OK) goto done;
     }
     /* all verified: only now touch the caller's state */
-    float *arrays[CK_NGROUPS] = {p->data, p->m, p->v};
-    const unsigned char *blob = f.base + f.blob_offset;
-    for (int g = 0; g < CK_NGROUPS; g++)
-        for (int64_t i = 0; i < p->n_items; i++) {
-            const ck_entry *en = &f.ents[match[g * p->n_items + i]];
-            memcpy(arrays[g] + p->items[i]->offset, blob + en->offset, (size_t)en->nbytes);
-        }
-    if (out) *out = meta;
+    s = copy_in(&f, match, p, path);
+    if (s && out) gf_ckpt_meta_free(&meta);
+    if (!s && out) *out = meta;
 done:
     free(match);
     free(used);

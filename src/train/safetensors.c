@@ -489,7 +489,15 @@ gf_status gf_safetensors_load_params_into(const gf_safetensors_file *f, const gf
 
 gf_status gf_safetensors_load_params(const gf_safetensors_file *f, gf_params *p, const char *prefix) {
     GF_ASSERT(p->allocated, "gf_safetensors_load_params: parameter block not allocated");
-    return gf_safetensors_load_params_into(f, p, prefix, p->data);
+    if (p->device == GF_DEV_CPU) return gf_safetensors_load_params_into(f, p, prefix, p->data);
+    /* a device block: the weights on the host, then uploaded whole */
+    float *host = malloc((size_t)(p->n ? p->n : 1) * sizeof(float)); // (n)
+    if (!host) return gf_error_set(GF_E_NOMEM, "%s: out of memory", f->path);
+    gf_status s = gf_params_get(p, GF_PP_DATA, host);
+    if (!s) s = gf_safetensors_load_params_into(f, p, prefix, host);
+    if (!s) s = gf_params_set(p, GF_PP_DATA, host);
+    free(host);
+    return s;
 }
 
 gf_status gf_safetensors_save_params(const char *path, const gf_params *p, int64_t n_meta,
@@ -501,20 +509,25 @@ gf_status gf_safetensors_save_params(const char *path, const gf_params *p, int64
     int32_t *nd = malloc(k * sizeof *nd);
     const int64_t **sh = malloc(k * sizeof *sh);
     const void **da = malloc(k * sizeof *da);
-    gf_status s;
-    if (!names || !dt || !nd || !sh || !da) {
+    /* a device block's weights are downloaded first */
+    float *host = p->device != GF_DEV_CPU ? malloc((size_t)(p->n ? p->n : 1) * sizeof(float)) : NULL; // (n)
+    gf_status s = GF_OK;
+    if (!names || !dt || !nd || !sh || !da || (p->device != GF_DEV_CPU && !host))
         s = gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
-    } else {
+    else if (host)
+        s = gf_params_get(p, GF_PP_DATA, host);
+    if (!s) {
         for (int64_t i = 0; i < p->n_items; i++) {
             const gf_param *it = p->items[i];
             names[i] = it->name;
             dt[i] = GF_SAFETENSORS_F32;
             nd[i] = it->t.ndim;
             sh[i] = it->t.shape;
-            da[i] = it->t.data;
+            da[i] = host ? host + it->offset : it->t.data;
         }
         s = gf_safetensors_write(path, p->n_items, names, dt, nd, sh, da, n_meta, meta_keys, meta_vals);
     }
+    free(host);
     free(names);
     free(dt);
     free(nd);

@@ -44,6 +44,16 @@ static gf_status check_file(const gf_session *s, gf_split split, char *path, siz
     return gf_data_verify(path);
 }
 
+/* A run on the GPU: the step context gets a device arena, the parameter block (drawn on the
+ * host: a CPU run and a GPU run start from the same bits) moves to the device, and cuBLAS takes
+ * [run] tf32. The task's batches stay host arrays, which the ops stage. */
+static gf_status use_device(gf_session *s) {
+    GF_TRY(gf_session_device_check(&s->r));
+    GF_TRY(gf_ctx_use_cuda(&s->ctx, (size_t)64 << 20));
+    GF_TRY(gf_params_to_device(s->params, s->r.run.device));
+    return gf_cuda_tf32(s->r.run.tf32);
+}
+
 gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int init) {
     memset(s, 0, sizeof *s);
     s->r = *r;
@@ -60,7 +70,7 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
     if (init) s->task->init_weights(s, &s->rng);
     gf_ctx_init(&s->ctx, (size_t)64 << 20, &s->rng);
     s->ctx_ready = 1;
-    return GF_OK;
+    return r->run.device == GF_DEV_CPU ? GF_OK : use_device(s);
 }
 
 gf_status gf_session_device_check(const gf_recipe *r) {
@@ -72,11 +82,11 @@ gf_status gf_session_device_check(const gf_recipe *r) {
     gf_cuda_probe(&info);
     if (info.n_devices == 0)
         return gf_error_set(GF_E_INVALID, "[run] device = cuda: no CUDA device visible (%s)", info.why);
-    /* the honest state of the backend: no silent fall-back to the CPU */
-    return gf_error_set(GF_E_INVALID, "[run] device = cuda: %s is visible, but the GPU training path is not "
-                        "complete: only the ops linear, add, layernorm, gelu and embedding run on the GPU; the "
-                        "device parameter block, AdamW, the other ops and the trainer's GPU step are not built "
-                        "yet (docs/cuda.md); use device = cpu", info.name);
+    if (gf_dist_size() > 1)
+        return gf_error_set(GF_E_INVALID, "[run] device = cuda: data parallelism over MPI (%d ranks) does not run on "
+                            "the GPU (one GPU, one process: start gflow without mpirun, or use device = cpu)",
+                            gf_dist_size());
+    return GF_OK;
 }
 
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
@@ -117,7 +127,12 @@ gf_status gf_session_from_ckpt(gf_session *s, const char *path) {
     int64_t vocab = v ? strtoll(v, NULL, 10) : 0;
     gf_ckpt_meta_free(&m);
     if (vocab <= 0) return gf_error_set(GF_E_CORRUPT, "%s: checkpoint lacks its vocabulary size (kv 'vocab')", path);
+    /* the model alone (gflow info, export) is read on the host, wherever it trained; s->r stays
+     * the checkpoint's recipe */
+    const gf_device trained_on = r.run.device;
+    r.run.device = GF_DEV_CPU;
     GF_TRY(gf_session_open_model(s, &r, vocab, 0));
+    s->r.run.device = trained_on;
     return gf_ckpt_load(path, s->params, NULL);
 }
 

@@ -5,19 +5,31 @@
  * AdamW see the global gradient on every rank and the weights stay equal.
  */
 #include "gflow/session.h"
+#include "gflow/device.h"
 #include "gflow/dist.h"
 #include "gflow/threads.h"
 #include <math.h>
+#include <stdlib.h>
 
-/* Name the first parameter whose gradient is not finite. */
+/* Name the first parameter whose gradient is not finite (a device block's gradients are read
+ * back for it: this runs only on a step that is not applied). */
 static const char *first_nonfinite_grad(const gf_params *p) {
-    for (int64_t i = 0; i < p->n_items; i++) {
+    const float *g = p->grad; // (n)
+    float *host = NULL;
+    if (p->device != GF_DEV_CPU) {
+        host = malloc((size_t)(p->n ? p->n : 1) * sizeof(float));
+        if (!host || gf_params_get(p, GF_PP_GRAD, host)) { free(host); return NULL; }
+        g = host;
+    }
+    const char *bad = NULL;
+    for (int64_t i = 0; i < p->n_items && !bad; i++) {
         const gf_param *q = p->items[i];
         int64_t n = gf_tensor_numel(&q->t);
-        for (int64_t j = 0; j < n; j++)
-            if (!isfinite(q->t.grad[j])) return q->name;
+        for (int64_t j = 0; j < n && !bad; j++)
+            if (!isfinite(g[q->offset + j])) bad = q->name;
     }
-    return NULL;
+    free(host);
+    return bad;
 }
 
 /* The global loss is the row-weighted mean of the ranks' means: pre-scale, then sum. */
@@ -41,17 +53,20 @@ gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *
     double t1 = t0, t2 = t0;
     if (in->n > 0) {
         gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
-        out->loss = loss->data[0];
         t1 = gf_time_now();
         gf_tape_backward(&s->ctx, loss);
+        /* after backward: on the GPU the copy waits for the stream, so forward and backward are
+         * queued back to back (the tape saved nothing in place, so the loss is unchanged) */
+        gf_status st = gf_tensor_to_host(loss, &out->loss, 1);
         gf_ctx_reset(&s->ctx);
+        GF_TRY(st);
         t2 = gf_time_now();
     }
     out->s_forward = t1 - t0;
     out->s_backward = t2 - t1;
     if (gf_dist_size() > 1) GF_TRY(allreduce(s, in, out));
     double t3 = gf_time_now();
-    out->grad_norm = gf_clip_grad_norm(s->params, in->clip);
+    GF_TRY(gf_clip_grad(s->params, in->clip, &out->grad_norm));
     if (!isfinite(out->loss) || !isfinite(out->grad_norm)) {
         const char *bad = !isfinite(out->loss) ? "the loss" : first_nonfinite_grad(s->params);
         out->nonfinite = bad ? bad : "a gradient";

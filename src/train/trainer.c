@@ -263,15 +263,28 @@ static int recipes_match(const char *a, const char *b, int *line) {
     return !*a && !*b;
 }
 
-/* Resume: last.ckpt must be this run's (its recipe is the run's recipe.ini, byte for byte) and
- * metrics.tsv at least as long as the checkpoint recorded (it is cut back, never extended). */
+/* 1 when two recipe texts parse to the same run (gf_recipe_same_run: [run] device and threads
+ * aside, which a run may change when it resumes) */
+static int same_run_text(const char *a, const char *b) {
+    gf_recipe *ra = malloc(sizeof *ra), *rb = malloc(sizeof *rb);
+    int same = ra && rb && !gf_recipe_parse_text(a, "recipe.ini", NULL, 0, ra) &&
+               !gf_recipe_parse_text(b, "last.ckpt", NULL, 0, rb) && gf_recipe_same_run(ra, rb);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+/* Resume: last.ckpt must be this run's (its recipe is the run's recipe.ini, byte for byte, or
+ * they differ only where the run computes: [run] device, threads) and metrics.tsv at least as
+ * long as the checkpoint recorded (it is cut back, never extended). */
 static gf_status check_resume(const trainer *t, const char *mpath, const char *cpath, const char *rpath) {
     size_t n = 0;
     char *ini = read_text(rpath, &n);
     if (!ini) return gf_error_set(GF_E_IO, "%s: cannot read the run's recipe to check %s against: %s", rpath, cpath,
                                   strerror(errno));
     int line = 0;
-    int same = strlen(ini) == n && recipes_match(ini, t->ckpt_recipe ? t->ckpt_recipe : "", &line);
+    const char *ck = t->ckpt_recipe ? t->ckpt_recipe : "";
+    int same = strlen(ini) == n && (recipes_match(ini, ck, &line) || same_run_text(ini, ck));
     free(ini);
     if (!same)
         return gf_error_set(GF_E_INVALID, "%s does not belong to this run: its recipe differs from %s (from line %d): "
@@ -585,12 +598,15 @@ static gf_status eval_best(trainer *t, gf_eval_result *val, gf_eval_result *test
     path_in(t, "best.ckpt", bpath, sizeof bpath);
     gf_params *P = t->s.params;
     size_t bytes = (size_t)P->n * sizeof(float);
-    float *keep = malloc(3 * bytes); /* (3, n): weights, AdamW m, v */
+    float *keep = malloc(3 * bytes); /* (3, n): weights, AdamW m, v (on the host, wherever the block is) */
     if (!keep) return gf_error_set(GF_E_NOMEM, "copy of the last weights");
-    memcpy(keep, P->data, bytes);
-    memcpy(keep + P->n, P->m, bytes);
-    memcpy(keep + 2 * P->n, P->v, bytes);
-    gf_status status = GF_OK;
+    gf_status status = gf_params_get(P, GF_PP_DATA, keep);
+    if (!status) status = gf_params_get(P, GF_PP_M, keep + P->n);
+    if (!status) status = gf_params_get(P, GF_PP_V, keep + 2 * P->n);
+    if (status) {
+        free(keep);
+        return status;
+    }
     if (t->state.best_step >= 0 && t->state.best_step == t->last_full_step) {
         *val = t->last_full; /* the best is the current weights, just evaluated */
     } else {
@@ -602,11 +618,11 @@ static gf_status eval_best(trainer *t, gf_eval_result *val, gf_eval_result *test
         if (!status) status = gf_session_eval(&t->s, GF_SPLIT_VALID, 0, val);
     }
     if (!status) status = gf_session_eval(&t->s, GF_SPLIT_TEST, 0, test);
-    memcpy(P->data, keep, bytes);
-    memcpy(P->m, keep + P->n, bytes);
-    memcpy(P->v, keep + 2 * P->n, bytes);
+    gf_status back = gf_params_set(P, GF_PP_DATA, keep);
+    if (!back) back = gf_params_set(P, GF_PP_M, keep + P->n);
+    if (!back) back = gf_params_set(P, GF_PP_V, keep + 2 * P->n);
     free(keep);
-    return status;
+    return status ? status : back;
 }
 
 /* Everything from the last checkpoint to here is deterministic, so a run killed during these

@@ -1,27 +1,30 @@
 /* test_cuda_device.c — asking for the GPU where it cannot run (suite unit: runs on every build
  * and machine). `[run] device = cuda` in a build without CUDA is a one-line error at the key's
- * file:line; in a build with CUDA but no visible GPU, a one-line error naming the key; with a GPU,
- * a one-line error saying which part of the GPU training path is missing. Which of the three
- * this machine shows is decided by gf_cuda_built and gf_cuda_probe; each test checks that one.
- * The CUDA runtime's error messages (CUDA builds) are checked here too: they need no GPU. */
+ * file:line; in a build with CUDA but no visible GPU, a one-line error naming the key; with a GPU
+ * it opens (suite cuda trains there: tests/cuda/test_cuda_train.c). Which of the three this
+ * machine shows is decided by gf_cuda_built and gf_cuda_probe; each test checks that one.
+ * The CUDA runtime's error messages (CUDA builds) are checked here too: they need no GPU. So are
+ * the host sides of the GPU run: the [run] tf32 key, and [run] device and threads left out of a
+ * run's identity, so that a run resumes on the other device (gf_recipe_same_run, --resume --set). */
 #include "gf_test.h"
 #include "gflow.h"
 #include "gflow/session.h"
 #include "reliability/rel_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef GF_HAVE_CUDA
 #include "gflow/cuda.h"
 #endif
 
-/* what this build on this machine must say about device = cuda */
+/* what this build on this machine must say about device = cuda (NULL: it runs) */
 static const char *expected_device_error(void) {
     if (!gf_cuda_built()) return "built without CUDA";
     gf_cuda_info info;
     gf_cuda_probe(&info);
-    return info.n_devices == 0 ? "no CUDA device visible" : "GPU training path is not complete";
+    return info.n_devices == 0 ? "no CUDA device visible" : NULL;
 }
 
 /* <tmp>/dev.ini: the base recipe with `device = cuda` on line 4 */
@@ -64,9 +67,13 @@ GF_TEST(unit, cuda_device_key_in_recipe) {
     gf_recipe back;
     GF_CHECK_OK(gf_recipe_parse_text(text, "recorded.ini", NULL, 0, &back));
     GF_CHECK(back.run.device == GF_DEV_CUDA && gf_recipe_equal(&r, &back), "round trip of device = cuda");
-    GF_CHECK_ERR(gf_session_device_check(&back), GF_E_INVALID, expected_device_error());
-    GF_CHECK(strstr(gf_last_error(), "[run] device = cuda") && !strchr(gf_last_error(), '\n'), "message: %s",
-             gf_last_error());
+    if (expected_device_error()) {
+        GF_CHECK_ERR(gf_session_device_check(&back), GF_E_INVALID, expected_device_error());
+        GF_CHECK(strstr(gf_last_error(), "[run] device = cuda") && !strchr(gf_last_error(), '\n'), "message: %s",
+                 gf_last_error());
+    } else {
+        GF_CHECK_OK(gf_session_device_check(&back)); /* a GPU: device = cuda runs */
+    }
     back.run.device = GF_DEV_CPU;
     GF_CHECK_OK(gf_session_device_check(&back));
     free(text);
@@ -75,6 +82,7 @@ GF_TEST(unit, cuda_device_key_in_recipe) {
 /* what a user sees: exit 1, one stderr line naming the key (and, for a file, its line) */
 GF_TEST(unit, cuda_device_key_cli) {
     const char *path = cuda_recipe(), *want = expected_device_error();
+    if (!want) return; /* a GPU: these would train on it (suite cuda does, tests/cuda/test_cuda_train.c) */
     const char *train_file[] = {"train", path, "--quiet", NULL};
     const char *train_set[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.device=cuda", NULL};
     const char *bench_set[] = {"bench", rel_base_recipe(), "--steps", "1", "--set", "run.device=cuda", NULL};
@@ -128,3 +136,105 @@ GF_TEST(unit, cuda_errors_name_the_call) {
     if (info.n_devices == 0) GF_CHECK_OK(gf_cuda_sync());
 }
 #endif
+
+/* [run] tf32: a bool, off by default, in the resolved text and in the run's identity (it changes
+ * what a GPU run computes); a CPU run ignores it */
+GF_TEST(unit, cuda_tf32_key) {
+    gf_recipe r, t;
+    GF_REQUIRE_OK(gf_recipe_load(rel_base_recipe(), NULL, 0, &r));
+    GF_CHECK(!r.run.tf32, "tf32 is off by default");
+    const char *on[] = {"run.tf32=true"};
+    GF_REQUIRE_OK(gf_recipe_load(rel_base_recipe(), on, 1, &t));
+    GF_CHECK(t.run.tf32, "run.tf32=true");
+    GF_CHECK(!gf_recipe_same_run(&r, &t), "tf32 is part of the run's identity");
+    const char *bad[] = {"run.tf32=maybe"};
+    GF_CHECK_ERR(gf_recipe_load(rel_base_recipe(), bad, 1, &t), GF_E_INVALID, "tf32");
+    char *text = NULL;
+    GF_REQUIRE_OK(gf_recipe_resolved_text(&r, &text));
+    GF_CHECK(strstr(text, "\ndevice = cpu\ntf32 = false\n") != NULL, "resolved text:\n%s", text);
+    free(text);
+    r.run.tf32 = true;
+    GF_CHECK_OK(gf_session_device_check(&r));
+}
+
+/* [run] device and threads say where a run computes, not what: gf_recipe_same_run leaves them out,
+ * and they are the only keys `gflow train --resume DIR --set` may change */
+GF_TEST(unit, cuda_device_not_in_run_identity) {
+    gf_recipe a, b, c;
+    GF_REQUIRE_OK(gf_recipe_load(rel_base_recipe(), NULL, 0, &a));
+    b = a;
+    b.run.device = GF_DEV_CUDA;
+    b.run.threads = a.run.threads + 3;
+    GF_CHECK(!gf_recipe_equal(&a, &b) && gf_recipe_same_run(&a, &b), "device and threads are not the run's identity");
+    b.optim.lr *= 2;
+    GF_CHECK(!gf_recipe_same_run(&a, &b), "the learning rate is");
+    b = a;
+    const char *ok[] = {"run.device=cuda", "run.threads=3"};
+    GF_REQUIRE_OK(gf_recipe_resume_sets(&b, ok, 2));
+    GF_CHECK(b.run.device == GF_DEV_CUDA && b.run.threads == 3 && gf_recipe_same_run(&a, &b), "resume sets applied");
+    const char *no[] = {"run.device=cpu", "optim.lr=0.5"};
+    c = b;
+    GF_CHECK_ERR(gf_recipe_resume_sets(&c, no, 2), GF_E_INVALID, "--set optim.lr");
+    GF_CHECK(strstr(gf_last_error(), "device") && !strchr(gf_last_error(), '\n'), "message: %s", gf_last_error());
+    GF_CHECK(gf_recipe_equal(&c, &b), "a refused --set changes nothing");
+    const char *typo[] = {"run.device=tpu"};
+    GF_CHECK(gf_recipe_resume_sets(&c, typo, 1) != GF_OK && strstr(gf_last_error(), "device"), "message: %s",
+             gf_last_error());
+    GF_CHECK_OK(gf_recipe_resume_sets(&c, NULL, 0));
+    GF_CHECK(gf_recipe_equal(&c, &b), "unchanged");
+}
+
+/* s with its first `from` replaced by `to` (malloc'd; NULL when from is absent) */
+static char *replace_once(const char *s, const char *from, const char *to) {
+    const char *at = strstr(s, from);
+    if (!at) return NULL;
+    size_t n = strlen(s) - strlen(from) + strlen(to) + 1;
+    char *out = malloc(n);
+    snprintf(out, n, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    return out;
+}
+
+/* a stopped run resumes with another thread count (--set), and with a recipe.ini whose [run]
+ * device differs from last.ckpt's recipe; not with another learning rate or seed */
+GF_TEST(unit, cuda_resume_changes_where_it_runs) {
+    char dir[800], ini[900];
+    snprintf(dir, sizeof dir, "%s/xdev", rel_runs_dir());
+    snprintf(ini, sizeof ini, "%s/recipe.ini", dir);
+    rel_result res;
+    const char *first[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=xdev",
+                           "--stop-after", "6", NULL};
+    rel_gflow(&res, 0, first);
+    GF_REQUIRE(res.exit_code == 0, "first part: exit %d: %s", res.exit_code, res.err);
+    const char *lr[] = {"train", "--resume", dir, "--quiet", "--set", "optim.lr=0.5", NULL};
+    rel_gflow(&res, 0, lr);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "--set optim.lr"), "lr: exit %d: %s",
+             res.exit_code, res.err);
+    const char *thr[] = {"train", "--resume", dir, "--quiet", "--set", "run.threads=2", "--stop-after", "9", NULL};
+    rel_gflow(&res, 0, thr);
+    GF_CHECK(res.exit_code == 0, "threads: exit %d: %s", res.exit_code, res.err);
+    const char *want = expected_device_error();
+    if (want) { /* refused as the session refuses it (a GPU: suite cuda resumes on it) */
+        const char *dev[] = {"train", "--resume", dir, "--quiet", "--set", "run.device=cuda", NULL};
+        rel_gflow(&res, 0, dev);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, want), "device: exit %d: %s",
+                 res.exit_code, res.err);
+    }
+    char *text = gf_test_slurp(ini, NULL);
+    GF_REQUIRE(text, "%s", ini);
+    char *other_device = replace_once(text, "\ndevice = cpu\n", "\ndevice = cuda\n");
+    char *other_seed = replace_once(text, "\nseed = 7\n", "\nseed = 8\n");
+    GF_REQUIRE(other_device && other_seed, "recipe.ini lines:\n%s", text);
+    gf_test_write_text(ini, other_device);
+    const char *go[] = {"train", "--resume", dir, "--quiet", "--stop-after", "12", NULL};
+    rel_gflow(&res, 0, go);
+    GF_CHECK(res.exit_code == 0, "recipe.ini with another device: exit %d: %s", res.exit_code, res.err);
+    gf_test_write_text(ini, other_seed);
+    const char *go2[] = {"train", "--resume", dir, "--quiet", "--stop-after", "14", NULL};
+    rel_gflow(&res, 0, go2);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "does not belong to this run"), "another seed: exit %d: %s",
+             res.exit_code, res.err);
+    gf_test_write_text(ini, text);
+    free(text);
+    free(other_device);
+    free(other_seed);
+}

@@ -58,6 +58,7 @@ static gf_status load_cublas(void) {
         SYM(create, "cublasCreate_v2")
         SYM(set_stream, "cublasSetStream_v2")
         SYM(set_math_mode, "cublasSetMathMode")
+        SYM(get_math_mode, "cublasGetMathMode")
         SYM(set_workspace, "cublasSetWorkspace_v2")
         SYM(sgemm, "cublasSgemm_v2")
         SYM(saxpy, "cublasSaxpy_v2")
@@ -148,7 +149,7 @@ static gf_status init_once(void) {
     GF_CUDA_TRY(cudaStreamCreateWithFlags(&rt.stream, cudaStreamNonBlocking));
     GF_CUBLAS_TRY(gf_cublas.create(&rt.blas));
     GF_CUBLAS_TRY(gf_cublas.set_stream(rt.blas, rt.stream));
-    /* plain FP32: no TF32 tensor-core rounding unless a recipe asks for it (a later option) */
+    /* plain FP32: no TF32 tensor-core rounding unless a recipe asks for it (gf_cuda_tf32) */
     GF_CUBLAS_TRY(gf_cublas.set_math_mode(rt.blas, CUBLAS_DEFAULT_MATH));
     /* our own workspace, so cuBLAS allocates nothing during a step */
     GF_CUDA_TRY(cudaMalloc(&rt.workspace, GF_CUBLAS_WORKSPACE));
@@ -163,6 +164,12 @@ gf_status gf_cuda_init(void) {
         if (rt.status) snprintf(rt.message, sizeof rt.message, "%s", gf_last_error());
     }
     if (rt.status) return gf_error_set(rt.status, "%s", rt.message);
+    return GF_OK;
+}
+
+gf_status gf_cuda_tf32(int on) {
+    GF_TRY(gf_cuda_init());
+    GF_CUBLAS_TRY(gf_cublas.set_math_mode(rt.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return GF_OK;
 }
 

@@ -1,0 +1,525 @@
+/* test_cuda_train.c — suite cuda: the GPU training path around the ops.
+ *
+ *  - AdamW over a device parameter block (one kernel) against gf_adamw_step on the host: a block
+ *    with all four parameter kinds, sizes across chunk boundaries, eight steps with changing
+ *    learning rates and gradients of mixed magnitudes (zeros included): the same bits (the
+ *    kernel rounds every operation as the CPU does; see src/optim/cuda/adamw.cu);
+ *  - the global gradient norm (a two-stage reduction in double) against the host's: relative
+ *    1e-10 (both sum in double, in different orders; n <= 3e6 terms), the same bits on a second
+ *    run; clipping: the same bits when both norms round to the same float coefficient, else
+ *    within one float rounding (2.5e-7 relative); no change when the coefficient is >= 1 or
+ *    max_norm <= 0; a NaN or an infinity in one gradient makes the norm non-finite and leaves
+ *    the gradients alone;
+ *  - sessions: a GPU session starts from the CPU session's bits; a checkpoint saved from either
+ *    loads into the other with the same bits (weights, m, v), and exports the same safetensors;
+ *    the block moves back to the host and again to the device unchanged; [run] tf32 sets cuBLAS's
+ *    math mode;
+ *  - training: 60 steps of the tiny recipe of tests/train (dropout 0.1, clip 1, cosine warm-up)
+ *    on both devices, per family, through gf_train_step: the loss within 1e-4 relative for the
+ *    first 20 steps and 1e-3 after, the gradient norm within 1e-3, evaluation within 1e-3, no
+ *    cudaMalloc after the second step. Why these bounds: every GPU op differs from the CPU's by
+ *    rounding only (cuBLAS and OpenBLAS sum in other orders; the dropout masks are the same hash),
+ *    and the two-rank MPI run of this recipe, whose gradients differ from the single process's by
+ *    the order of one addition, stays within ~1e-6 relative over 216 steps (tests/mpi/test_mpi.sh);
+ *    a wrong kernel (a dropped mask, a wrong gradient) moves the loss by 1e-2 or more within a few
+ *    steps. The measured maxima are printed (the first GPU run should put them in docs/cuda.md);
+ *  - the trainer: a run stopped on the GPU resumes on the CPU, and one stopped on the CPU resumes on
+ *    the GPU; both finish on the CPU run's curve (metrics.tsv rows within 1e-3).
+ * Tests that train need every op of the model on the GPU (docs/cuda.md lists those that are).
+ */
+#include "cuda_check.h"
+#include "gflow.h"
+#include "gflow/session.h"
+#include "gflow/train.h"
+#include "test_util.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GF_HAVE_CUDA
+
+/* ---- the parameter block ---- */
+
+/* all four kinds; 37x100 and 5000x3 and 4097x2 cross chunks of GF_PARAM_CHUNK floats (12 chunks) */
+static void make_block(gf_params *p, int64_t *n_chunks) {
+    static const struct { const char *name; gf_param_kind kind; int32_t nd; int64_t s[2]; } k[] = {
+        {"l.weight", GF_PK_WEIGHT, 2, {37, 100}}, {"l.bias", GF_PK_BIAS, 1, {37}},
+        {"ln.weight", GF_PK_NORM, 1, {100}},      {"ln.bias", GF_PK_NORM, 1, {100}},
+        {"emb.weight", GF_PK_EMBED, 2, {5000, 3}}, {"one.bias", GF_PK_BIAS, 1, {1}},
+        {"w2.weight", GF_PK_WEIGHT, 2, {4097, 2}},
+    };
+    gf_params_init(p);
+    int64_t nc = 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        gf_tensor *t = gf_params_add(p, k[i].name, k[i].kind, k[i].nd, k[i].s);
+        nc += (gf_tensor_numel(t) + GF_PARAM_CHUNK - 1) / GF_PARAM_CHUNK;
+    }
+    GF_ASSERT(gf_params_alloc(p) == GF_OK, "alloc");
+    if (n_chunks) *n_chunks = nc;
+}
+
+static void fill(float *x, int64_t n, uint64_t seed, float scale) {
+    gf_rng r;
+    gf_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)gf_rng_normal(&r) * scale;
+}
+
+/* gradients of mixed magnitudes (1e-8 .. 1e2), every 17th exactly zero */
+static void fill_grads(float *g, int64_t n, uint64_t seed) {
+    gf_rng r;
+    gf_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        double mag = pow(10.0, -8.0 + 10.0 * gf_rng_uniform(&r));
+        g[i] = i % 17 == 0 ? 0.0f : (float)(gf_rng_normal(&r) * mag);
+    }
+}
+
+/* elements whose bits differ; *first the first one */
+static int64_t bits_differ(const float *a, const float *b, int64_t n, int64_t *first) {
+    int64_t bad = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            if (!bad) *first = i;
+            bad++;
+        }
+    return bad;
+}
+
+/* the block's array `part` (malloc'd host copy) */
+static float *get_part(const gf_params *p, gf_params_part part) {
+    float *h = malloc((size_t)(p->n ? p->n : 1) * sizeof(float));
+    if (gf_params_get(p, part, h)) gf_test_fail(__FILE__, __LINE__, "gf_params_get: %s", gf_last_error());
+    return h;
+}
+
+/* the device block holds the host block's bits in parts [lo, hi) */
+static int same_parts(const char *what, const gf_params *dev, const gf_params *host, int lo, int hi) {
+    static const char *names[GF_PP_COUNT] = {"data", "grad", "m", "v"};
+    int fails = 0;
+    for (int part = lo; part < hi; part++) {
+        float *d = get_part(dev, (gf_params_part)part);
+        const float *h = gf_params_part_ptr(host, (gf_params_part)part);
+        int64_t first;
+        int64_t bad = bits_differ(d, h, host->n, &first);
+        if (bad) {
+            gf_test_fail(__FILE__, __LINE__, "%s: %s: %lld of %lld floats differ, first [%lld]: %.9g vs %.9g (CPU)",
+                         what, names[part], (long long)bad, (long long)host->n, (long long)first, d[first], h[first]);
+            fails++;
+        }
+        free(d);
+    }
+    return fails;
+}
+
+GF_TEST(cuda, params_block_on_device) {
+    gf_params c, g;
+    int64_t nc = 0;
+    make_block(&c, &nc);
+    make_block(&g, NULL);
+    for (int part = 0; part < GF_PP_COUNT; part++) {
+        fill(gf_params_part_ptr(&c, (gf_params_part)part), c.n, 1 + (uint64_t)part, 0.5f);
+        memcpy(gf_params_part_ptr(&g, (gf_params_part)part), gf_params_part_ptr(&c, (gf_params_part)part),
+               (size_t)c.n * sizeof(float));
+    }
+    GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CUDA));
+    GF_CHECK_OK(gf_params_to_device(&g, GF_DEV_CUDA)); /* already there */
+    GF_CHECK(g.device == GF_DEV_CUDA && g.n_chunks == nc && g.chunks, "device %d, %lld chunks (want %lld)",
+             (int)g.device, (long long)g.n_chunks, (long long)nc);
+    for (int64_t i = 0; i < g.n_items; i++) {
+        const gf_param *q = g.items[i];
+        GF_CHECK(q->t.device == GF_DEV_CUDA && q->t.data == g.data + q->offset && q->t.grad == g.grad + q->offset,
+                 "%s points into the device block", q->name);
+    }
+    same_parts("after the move", &g, &c, 0, GF_PP_COUNT);
+    /* zero-grad: one memset; the other arrays untouched */
+    gf_params_zero_grad(&g);
+    gf_params_zero_grad(&c);
+    same_parts("zero_grad", &g, &c, 0, GF_PP_COUNT);
+    /* set and get whole arrays */
+    fill(c.m, c.n, 9, 2.0f);
+    GF_REQUIRE_OK(gf_params_set(&g, GF_PP_M, c.m));
+    same_parts("set m", &g, &c, GF_PP_M, GF_PP_M + 1);
+    /* back to the host and again to the device, unchanged */
+    GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CPU));
+    GF_CHECK(g.device == GF_DEV_CPU && g.chunks == NULL && g.items[0]->t.device == GF_DEV_CPU, "on the host");
+    for (int part = 0; part < GF_PP_COUNT; part++)
+        GF_CHECK(!memcmp(gf_params_part_ptr(&g, (gf_params_part)part), gf_params_part_ptr(&c, (gf_params_part)part),
+                         (size_t)c.n * sizeof(float)), "part %d after the round trip", part);
+    GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CUDA));
+    same_parts("to the device again", &g, &c, 0, GF_PP_COUNT);
+    gf_params_free(&g);
+    gf_params_free(&c);
+    GF_CHECK_OK(gf_cuda_sync());
+}
+
+GF_TEST(cuda, adamw_matches_cpu_bitwise) {
+    gf_params c, g;
+    make_block(&c, NULL);
+    make_block(&g, NULL);
+    fill(c.data, c.n, 3, 0.5f);
+    memcpy(g.data, c.data, (size_t)c.n * sizeof(float));
+    GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CUDA));
+    gf_adamw_cfg cfg;
+    gf_adamw_cfg_default(&cfg);
+    cfg.weight_decay = 0.1;
+    cfg.decay[GF_PK_BIAS] = 1; /* decayed biases, undecayed norms, decayed embeddings: all keep factors */
+    gf_adamw_state sc, sg;
+    gf_adamw_reset(&c, &sc);
+    gf_adamw_reset(&g, &sg);
+    static const double lrs[] = {1e-3, 3e-3, 1e-2, 5e-4, 2e-3, 1e-3, 7e-3, 1e-4};
+    for (int s = 0; s < 8; s++) {
+        fill_grads(c.grad, c.n, 100 + (uint64_t)s);
+        GF_REQUIRE_OK(gf_params_set(&g, GF_PP_GRAD, c.grad));
+        gf_adamw_step(&c, &sc, &cfg, lrs[s]);
+        gf_adamw_step(&g, &sg, &cfg, lrs[s]);
+        GF_REQUIRE_OK(gf_cuda_sync());
+        char what[64];
+        snprintf(what, sizeof what, "AdamW step %d", s + 1);
+        if (same_parts(what, &g, &c, 0, GF_PP_COUNT)) break; /* grad too: the step leaves it alone */
+    }
+    GF_CHECK(sc.step == 8 && sg.step == 8, "steps %lld %lld", (long long)sc.step, (long long)sg.step);
+    gf_adamw_reset(&g, &sg);
+    gf_adamw_reset(&c, &sc);
+    same_parts("reset", &g, &c, GF_PP_M, GF_PP_COUNT);
+    gf_params_free(&g);
+    gf_params_free(&c);
+}
+
+/* one parameter of n floats on both devices, the same random gradients */
+static void one_param_pair(gf_params *c, gf_params *g, int64_t n, uint64_t seed, float scale) {
+    gf_params *ps[2] = {c, g};
+    for (int k = 0; k < 2; k++) {
+        gf_params_init(ps[k]);
+        int64_t s[1] = {n};
+        gf_params_add(ps[k], "w.weight", GF_PK_WEIGHT, 1, s);
+        GF_ASSERT(gf_params_alloc(ps[k]) == GF_OK, "alloc");
+    }
+    fill(c->grad, n, seed, scale);
+    memcpy(g->grad, c->grad, (size_t)n * sizeof(float));
+    GF_ASSERT(gf_params_to_device(g, GF_DEV_CUDA) == GF_OK, "to device: %s", gf_last_error());
+}
+
+GF_TEST(cuda, grad_norm_and_clip_match_cpu) {
+    /* one element, under a warp, one stage-1 block's share and one over it, over 1024 blocks' shares */
+    static const int64_t sizes[] = {1, 31, 2048, 2049, 1048583, 3000001};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        gf_params c, g;
+        one_param_pair(&c, &g, n, 40 + k, k % 2 ? 1e-3f : 3.0f);
+        const double nc = gf_params_grad_norm(&c);
+        double s1 = 0, s2 = 0;
+        GF_REQUIRE_OK(gf_params_grad_sumsq(&g, &s1));
+        GF_REQUIRE_OK(gf_params_grad_sumsq(&g, &s2));
+        GF_CHECK(!memcmp(&s1, &s2, sizeof s1), "n %lld: the reduction is not deterministic (%.17g, %.17g)",
+                 (long long)n, s1, s2);
+        const double ng = sqrt(s1);
+        GF_CHECK(fabs(ng - nc) <= 1e-10 * nc, "n %lld: norm %.17g, CPU %.17g", (long long)n, ng, nc);
+        /* clipping to a third of the norm */
+        float *before = get_part(&g, GF_PP_GRAD);
+        const double max_norm = nc / 3.0;
+        double rc = 0, rg = 0;
+        GF_CHECK_OK(gf_clip_grad(&c, max_norm, &rc));
+        GF_CHECK_OK(gf_clip_grad(&g, max_norm, &rg));
+        GF_CHECK(rc == nc && rg == ng, "the pre-clip norms are returned");
+        float *after = get_part(&g, GF_PP_GRAD);
+        const float cc = (float)(max_norm / (nc + 1e-6)), cg = (float)(max_norm / (ng + 1e-6));
+        int64_t first;
+        if (cc == cg) {
+            GF_CHECK(bits_differ(after, c.grad, n, &first) == 0, "n %lld: clipped gradient [%lld] %.9g vs %.9g",
+                     (long long)n, (long long)first, first >= 0 ? after[first] : 0.0f, first >= 0 ? c.grad[first] : 0.0f);
+        } else {
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (c.grad[i] != 0.0f) worst = fmax(worst, fabs((double)after[i] / c.grad[i] - 1.0));
+            GF_CHECK(worst <= 2.5e-7, "n %lld: clip coefficients %.9g vs %.9g, worst relative %.3g", (long long)n,
+                     (double)cg, (double)cc, worst);
+        }
+        /* no change: a coefficient >= 1, and clipping off */
+        GF_CHECK_OK(gf_clip_grad(&g, 10.0 * nc, &rg));
+        GF_CHECK_OK(gf_clip_grad(&g, 0.0, &rg));
+        float *kept = get_part(&g, GF_PP_GRAD);
+        GF_CHECK(bits_differ(kept, after, n, &first) == 0, "n %lld: gradient changed without clipping", (long long)n);
+        free(before);
+        free(after);
+        free(kept);
+        gf_params_free(&c);
+        gf_params_free(&g);
+    }
+}
+
+GF_TEST(cuda, nonfinite_gradient_detected) {
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        gf_params c, g;
+        make_block(&c, NULL);
+        make_block(&g, NULL);
+        fill_grads(c.grad, c.n, 7);
+        c.grad[c.items[4]->offset + 4321] = bad[k]; /* inside emb.weight, its second chunk */
+        memcpy(g.grad, c.grad, (size_t)c.n * sizeof(float));
+        GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CUDA));
+        double norm = 0;
+        GF_CHECK_OK(gf_clip_grad(&g, 1.0, &norm));
+        GF_CHECK(!isfinite(norm) && (k ? isinf(norm) : isnan(norm)), "case %d: norm %g", k, norm);
+        same_parts("a non-finite norm leaves the gradients alone", &g, &c, GF_PP_GRAD, GF_PP_GRAD + 1);
+        gf_params_free(&c);
+        gf_params_free(&g);
+    }
+    /* the largest float's square does not overflow the double sum (and is exact in it) */
+    gf_params h;
+    gf_params_init(&h);
+    int64_t s[1] = {5};
+    gf_params_add(&h, "w.weight", GF_PK_WEIGHT, 1, s);
+    GF_REQUIRE_OK(gf_params_alloc(&h));
+    h.grad[2] = FLT_MAX;
+    GF_REQUIRE_OK(gf_params_to_device(&h, GF_DEV_CUDA));
+    double norm = 0;
+    GF_CHECK_OK(gf_clip_grad(&h, 0.0, &norm));
+    GF_CHECK(norm == (double)FLT_MAX, "norm %.17g", norm);
+    gf_params_free(&h);
+}
+
+/* ---- sessions ---- */
+
+static const char *data_dir(void) {
+    static char dir[600];
+    snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
+    char p[700];
+    snprintf(p, sizeof p, "%s/train.txt", dir);
+    FILE *f = fopen(p, "r");
+    if (f) fclose(f);
+    else gf_test_write_splits(dir, 600, 60);
+    return dir;
+}
+
+/* the tiny recipe of tests/train/test_train.c, on `device` */
+static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *family, int64_t steps, gf_device device) {
+    const char *dir = data_dir();
+    char text[4096];
+    snprintf(text, sizeof text,
+             "[run]\nname = %s\nseed = 7\nout_dir = %s/runs\nthreads = 2\ndevice = %s\n"
+             "[data]\ndataset = wikitext2\ndir = %s\ntrain_file = train.txt\nvalid_file = valid.txt\n"
+             "test_file = test.txt\nseq_len = 16\n"
+             "[tokenizer]\nkind = word\ntrain_file = train.txt\ncache_dir = %s/cache\n"
+             "[model]\nfamily = %s\nn_layers = 2\nd_model = 32\nd_ff = 64\nr = 6\noffsets = 1,2,4\nheads = 4\n"
+             "dropout = 0.1\n"
+             "[optim]\nlr = 1e-2\nclip = 1.0\n"
+             "[schedule]\nkind = cosine\nwarmup_steps = 5\nmin_lr = 1e-3\n"
+             "[train]\nepochs = 50\nbatch_size = 8\nmax_steps = %lld\nlog_every = 1000\neval_every = 10\n"
+             "eval_batches = 3\n",
+             name, gf_test_tmpdir(), gf_device_name(device), dir, gf_test_tmpdir(), family, (long long)steps);
+    return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
+}
+
+GF_TEST(cuda, session_checkpoints_cross_devices) {
+    gf_recipe rc, rg;
+    GF_REQUIRE_OK(tiny_recipe(&rc, "ck", "grassmann", 10, GF_DEV_CPU));
+    GF_REQUIRE_OK(tiny_recipe(&rg, "ck", "grassmann", 10, GF_DEV_CUDA));
+    gf_session c, g;
+    GF_REQUIRE_OK(gf_session_open_model(&c, &rc, 53, 1));
+    GF_REQUIRE_OK(gf_session_open_model(&g, &rg, 53, 1));
+    GF_CHECK(g.params->device == GF_DEV_CUDA && g.ctx.cuda, "the GPU session's block and arena on the device");
+    GF_CHECK(c.params->device == GF_DEV_CPU && !c.ctx.cuda, "the CPU session on the host");
+    /* the same rng draws on the host, then uploaded: the same starting bits */
+    same_parts("initial weights", g.params, c.params, GF_PP_DATA, GF_PP_DATA + 1);
+    char path[1024], path2[1024], ex1[1024], ex2[1024];
+    snprintf(path, sizeof path, "%s/gpu.ckpt", gf_test_tmpdir());
+    snprintf(path2, sizeof path2, "%s/cpu.ckpt", gf_test_tmpdir());
+    snprintf(ex1, sizeof ex1, "%s/gpu.safetensors", gf_test_tmpdir());
+    snprintf(ex2, sizeof ex2, "%s/cpu.safetensors", gf_test_tmpdir());
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    /* GPU -> CPU: new weights and moments on the device, saved, loaded on the host */
+    gf_params *P = c.params;
+    fill(P->data, P->n, 11, 0.1f);
+    fill(P->m, P->n, 12, 0.01f);
+    fill(P->v, P->n, 13, 0.001f);
+    GF_REQUIRE_OK(gf_params_set(g.params, GF_PP_DATA, P->data));
+    GF_REQUIRE_OK(gf_params_set(g.params, GF_PP_M, P->m));
+    GF_REQUIRE_OK(gf_params_set(g.params, GF_PP_V, P->v));
+    GF_REQUIRE_OK(gf_ckpt_save(path, g.params, &m));
+    float *keep[3] = {get_part(P, GF_PP_DATA), get_part(P, GF_PP_M), get_part(P, GF_PP_V)};
+    memset(P->data, 0, (size_t)P->n * sizeof(float));
+    memset(P->m, 0, (size_t)P->n * sizeof(float));
+    memset(P->v, 0, (size_t)P->n * sizeof(float));
+    GF_REQUIRE_OK(gf_ckpt_load(path, P, NULL));
+    int64_t first;
+    GF_CHECK(bits_differ(P->data, keep[0], P->n, &first) == 0 && bits_differ(P->m, keep[1], P->n, &first) == 0 &&
+                 bits_differ(P->v, keep[2], P->n, &first) == 0, "a GPU checkpoint loads on the CPU with its bits");
+    /* the same weights export the same bytes from either device (the recipes in the metadata
+     * made alike: they differ in [run] device) */
+    c.r.run.device = g.r.run.device;
+    GF_CHECK_OK(gf_session_export(&g, ex1));
+    GF_CHECK_OK(gf_session_export(&c, ex2));
+    size_t n1 = 0, n2 = 0;
+    char *a = gf_test_slurp(ex1, &n1), *b = gf_test_slurp(ex2, &n2);
+    GF_CHECK(a && b && n1 == n2 && !memcmp(a, b, n1), "exports differ (%zu, %zu bytes)", n1, n2);
+    free(a);
+    free(b);
+    /* CPU -> GPU */
+    fill(P->data, P->n, 21, 0.1f);
+    fill(P->m, P->n, 22, 0.01f);
+    fill(P->v, P->n, 23, 0.001f);
+    GF_REQUIRE_OK(gf_ckpt_save(path2, P, &m));
+    GF_REQUIRE_OK(gf_ckpt_load(path2, g.params, NULL));
+    same_parts("a CPU checkpoint loaded on the GPU", g.params, P, GF_PP_DATA, GF_PP_COUNT);
+    /* and the GPU's save of it is the CPU's file, byte for byte */
+    GF_REQUIRE_OK(gf_ckpt_save(path, g.params, &m));
+    a = gf_test_slurp(path, &n1);
+    b = gf_test_slurp(path2, &n2);
+    GF_CHECK(a && b && n1 == n2 && !memcmp(a, b, n1), "checkpoints of the same state differ by device");
+    free(a);
+    free(b);
+    for (int i = 0; i < 3; i++) free(keep[i]);
+    gf_session_close(&g);
+    gf_session_close(&c);
+    GF_CHECK_OK(gf_cuda_sync());
+}
+
+GF_TEST(cuda, tf32_recipe_key_sets_math_mode) {
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "tf", "grassmann", 10, GF_DEV_CUDA));
+    r.run.tf32 = true;
+    gf_session s;
+    GF_REQUIRE_OK(gf_session_open_model(&s, &r, 53, 1));
+    cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+    GF_CHECK(gf_cublas.get_math_mode(gf_cuda_blas(), &mode) == CUBLAS_STATUS_SUCCESS &&
+                 mode == CUBLAS_TF32_TENSOR_OP_MATH, "tf32 = true: math mode %d", (int)mode);
+    gf_session_close(&s);
+    GF_REQUIRE_OK(gf_cuda_tf32(0));
+    GF_CHECK(gf_cublas.get_math_mode(gf_cuda_blas(), &mode) == CUBLAS_STATUS_SUCCESS && mode == CUBLAS_DEFAULT_MATH,
+             "tf32 off: math mode %d", (int)mode);
+}
+
+/* ---- training ---- */
+
+/* K steps on both devices through gf_train_step, as the trainer drives it */
+static void steps_match(const char *family) {
+    enum { K = 60, B = 8 };
+    gf_recipe rc, rg;
+    GF_REQUIRE_OK(tiny_recipe(&rc, "steps", family, K, GF_DEV_CPU));
+    GF_REQUIRE_OK(tiny_recipe(&rg, "steps", family, K, GF_DEV_CUDA));
+    gf_session c, g;
+    GF_REQUIRE_OK(gf_session_open(&c, &rc, 0));
+    GF_REQUIRE_OK(gf_session_open(&g, &rg, 0));
+    int64_t items = 0, items_g = 0;
+    GF_REQUIRE_OK(gf_session_train_loader(&c, B, &items, 0));
+    GF_REQUIRE_OK(gf_session_train_loader(&g, B, &items_g, 0));
+    GF_REQUIRE(items == items_g && items >= B, "training windows %lld, %lld", (long long)items, (long long)items_g);
+    gf_adamw_cfg ac;
+    gf_schedule_cfg sch;
+    gf_recipe_optim_cfg(&rc, &ac, &sch);
+    gf_adamw_state oc, og;
+    gf_adamw_reset(c.params, &oc);
+    gf_adamw_reset(g.params, &og);
+    c.ctx.training = g.ctx.training = 1;
+    const int64_t spe = (items + B - 1) / B;
+    double worst_early = 0, worst_late = 0, worst_gn = 0;
+    int64_t mallocs = -1;
+    for (int64_t step = 0; step < K; step++) {
+        int64_t rows = 0, rows_g = 0;
+        GF_REQUIRE_OK(gf_session_next(&c, &rows));
+        if (rows == 0) GF_REQUIRE_OK(gf_session_next(&c, &rows));
+        GF_REQUIRE_OK(gf_session_next(&g, &rows_g));
+        if (rows_g == 0) GF_REQUIRE_OK(gf_session_next(&g, &rows_g));
+        GF_REQUIRE(rows == rows_g, "step %lld: %lld rows vs %lld", (long long)step, (long long)rows, (long long)rows_g);
+        /* the trainer's dropout keys for this step (src/train/trainer.c train_one) */
+        uint64_t key = (uint64_t)rc.run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(step + 1) * 0x9E3779B97F4A7C15ull);
+        gf_rng_seed(&c.rng, key);
+        gf_rng_seed(&g.rng, key);
+        gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = rc.optim.clip};
+        in.lr = gf_schedule_lr(&sch, step, spe, K);
+        gf_step_out out_c, out_g;
+        GF_REQUIRE_OK(gf_train_step(&c, &oc, &ac, &in, &out_c));
+        GF_REQUIRE_OK(gf_train_step(&g, &og, &ac, &in, &out_g));
+        GF_REQUIRE(!out_c.nonfinite && !out_g.nonfinite, "step %lld: non-finite (%s, %s)", (long long)step,
+                   out_c.nonfinite ? out_c.nonfinite : "-", out_g.nonfinite ? out_g.nonfinite : "-");
+        const double dl = fabs((double)out_g.loss - out_c.loss) / fabs((double)out_c.loss);
+        const double dg = fabs(out_g.grad_norm - out_c.grad_norm) / out_c.grad_norm;
+        if (step < 20) worst_early = fmax(worst_early, dl);
+        else worst_late = fmax(worst_late, dl);
+        worst_gn = fmax(worst_gn, dg);
+        GF_CHECK(dl <= (step < 20 ? 1e-4 : 1e-3), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
+                 family, (long long)step + 1, (double)out_g.loss, (double)out_c.loss, dl);
+        GF_CHECK(dg <= 1e-3, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
+                 (long long)step + 1, out_g.grad_norm, out_c.grad_norm, dg);
+        if (gf_test_failed_now()) break;
+        if (step == 1) mallocs = g.ctx.cuda->n_mallocs;
+    }
+    GF_CHECK(g.ctx.cuda->n_mallocs == mallocs, "%s: cudaMalloc in the steady state (%lld after step 2, %lld at the end)",
+             family, (long long)mallocs, (long long)g.ctx.cuda->n_mallocs);
+    gf_eval_result ec, eg;
+    GF_REQUIRE_OK(gf_session_eval(&c, GF_SPLIT_VALID, 3, &ec));
+    GF_REQUIRE_OK(gf_session_eval(&g, GF_SPLIT_VALID, 3, &eg));
+    GF_CHECK(ec.n_tokens == eg.n_tokens && fabs(eg.loss - ec.loss) <= 1e-3 * ec.loss,
+             "%s: validation loss %.9g on the GPU, %.9g on the CPU (%lld, %lld tokens)", family, eg.loss, ec.loss,
+             (long long)eg.n_tokens, (long long)ec.n_tokens);
+    printf("  %s, %d steps: max relative loss difference %.3g (steps 1-20), %.3g (21-%d); gradient norm %.3g; "
+           "validation loss %.3g\n", family, K, worst_early, worst_late, K, worst_gn, fabs(eg.loss - ec.loss) / ec.loss);
+    gf_session_close(&g);
+    gf_session_close(&c);
+}
+
+GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match("grassmann"); }
+GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match("transformer"); }
+
+/* metrics.tsv's loss column row by row: the same rows (step, split), losses within tol */
+static void metrics_close(const char *a_dir, const char *b_dir, double tol) {
+    char pa[800], pb[800];
+    snprintf(pa, sizeof pa, "%s/metrics.tsv", a_dir);
+    snprintf(pb, sizeof pb, "%s/metrics.tsv", b_dir);
+    char *a = gf_test_slurp(pa, NULL), *b = gf_test_slurp(pb, NULL);
+    GF_REQUIRE(a && b, "%s, %s", pa, pb);
+    char *sa = NULL, *sb = NULL;
+    char *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb);
+    int rows = 0;
+    for (; la && lb; la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb)) {
+        long long s1, s2, e1, e2;
+        char p1[16], p2[16];
+        double l1, l2;
+        if (sscanf(la, "%lld\t%lld\t%15s\t%lf", &s1, &e1, p1, &l1) != 4) continue; /* the header */
+        const int got = sscanf(lb, "%lld\t%lld\t%15s\t%lf", &s2, &e2, p2, &l2);
+        GF_REQUIRE(got == 4, "row '%s'", lb);
+        GF_CHECK(s1 == s2 && !strcmp(p1, p2), "rows differ: '%s' vs '%s'", la, lb);
+        GF_CHECK(fabs(l1 - l2) <= tol * fabs(l1), "%s: '%s' vs '%s'", b_dir, lb, la);
+        rows++;
+    }
+    GF_CHECK(!la && !lb && rows > 30, "%s has %d rows like %s, and no more", b_dir, rows, a_dir);
+    free(a);
+    free(b);
+}
+
+GF_TEST(cuda, train_run_resumes_across_devices) {
+    enum { STEPS = 30 };
+    gf_recipe cpu, gpu;
+    int intr = 0;
+    char ref[700], g2c[700], c2g[700];
+    snprintf(ref, sizeof ref, "%s/runs/xd-ref", gf_test_tmpdir());
+    snprintf(g2c, sizeof g2c, "%s/runs/xd-g2c", gf_test_tmpdir());
+    snprintf(c2g, sizeof c2g, "%s/runs/xd-c2g", gf_test_tmpdir());
+    GF_REQUIRE_OK(tiny_recipe(&cpu, "xd-ref", "grassmann", STEPS, GF_DEV_CPU));
+    gf_train_opts o = {.quiet = 1};
+    GF_REQUIRE_OK(gf_train_run(&cpu, &o, &intr));
+    /* stopped on the GPU at step 15 (mid-way between evaluations), finished on the CPU */
+    GF_REQUIRE_OK(tiny_recipe(&gpu, "xd-g2c", "grassmann", STEPS, GF_DEV_CUDA));
+    GF_REQUIRE_OK(tiny_recipe(&cpu, "xd-g2c", "grassmann", STEPS, GF_DEV_CPU));
+    gf_train_opts stop = {.quiet = 1, .stop_after = 15};
+    GF_REQUIRE_OK(gf_train_run(&gpu, &stop, &intr));
+    GF_CHECK(intr, "stopped");
+    gf_train_opts res = {.quiet = 1, .resume_dir = g2c};
+    GF_REQUIRE_OK(gf_train_run(&cpu, &res, &intr)); /* the recipe's device, as --resume --set run.device=cpu */
+    GF_CHECK(!intr, "finished");
+    metrics_close(ref, g2c, 1e-3);
+    /* and the other way */
+    GF_REQUIRE_OK(tiny_recipe(&cpu, "xd-c2g", "grassmann", STEPS, GF_DEV_CPU));
+    GF_REQUIRE_OK(tiny_recipe(&gpu, "xd-c2g", "grassmann", STEPS, GF_DEV_CUDA));
+    GF_REQUIRE_OK(gf_train_run(&cpu, &stop, &intr));
+    res.resume_dir = c2g;
+    GF_REQUIRE_OK(gf_train_run(&gpu, &res, &intr));
+    GF_CHECK(!intr, "finished");
+    metrics_close(ref, c2g, 1e-3);
+}
+
+#endif
