@@ -32,6 +32,9 @@ gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *sp
     GF_TRY(gf_ckpt_peek_recipe(path, &r, NULL));
     gf_split sp = r.eval.split;
     if (split) GF_TRY(gf_split_parse(split, &sp));
+    /* on the CPU whatever device trained it (as info, export, probes and sample): a checkpoint
+     * made on a GPU evaluates on a machine without one, and reports the same numbers */
+    r.run.device = GF_DEV_CPU;
     gf_session s;
     gf_status status = gf_session_open(&s, &r, 0);
     if (!status) status = gf_ckpt_load(path, s.params, NULL);

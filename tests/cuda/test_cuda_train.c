@@ -520,6 +520,12 @@ GF_TEST(cuda, train_run_resumes_across_devices) {
     GF_REQUIRE_OK(gf_train_run(&gpu, &res, &intr));
     GF_CHECK(!intr, "finished");
     metrics_close(ref, c2g, 1e-3);
+    /* gflow eval of the run that finished on the GPU runs on the CPU and agrees with the CPU run's */
+    gf_eval_result er, eg;
+    GF_REQUIRE_OK(gf_eval_run_dir(ref, "best", NULL, &er));
+    GF_REQUIRE_OK(gf_eval_run_dir(c2g, "best", NULL, &eg));
+    GF_CHECK(fabs(eg.loss - er.loss) <= 1e-3 * fabs(er.loss), "eval of the GPU-finished run: loss %.6f, CPU run %.6f",
+             eg.loss, er.loss);
 }
 
 #endif
