@@ -149,6 +149,9 @@ int gf_recipe_same_run(const gf_recipe *a, const gf_recipe *b);
 /* Apply `sets` ("section.key=value") to the recipe of a run being resumed: only [run] device and
  * threads may change; any other key is GF_E_INVALID naming it (the run keeps its recipe). */
 gf_status gf_recipe_resume_sets(gf_recipe *r, const char *const *sets, int64_t n_sets);
+/* 1 when `set` ("section.key=value") names a key that a resumed run may change ([run] device,
+ * threads), so `gflow train --resume` can refuse any other as a usage error before reading. */
+int gf_recipe_set_is_placement(const char *set);
 
 /* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else the data directory of gf_data_dirs
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else

@@ -77,6 +77,13 @@ int gf_cmd_train(int argc, char **argv) {
         else if (!recipe) recipe = a;
         else { fprintf(stderr, "gflow train: unexpected argument '%s'\n", a); free(sets); return GF_EXIT_USAGE; }
     }
+    for (int64_t i = 0; resume && i < n_sets; i++)
+        if (!gf_recipe_set_is_placement(sets[i])) {
+            fprintf(stderr, "gflow train: --set %s with --resume: a run being resumed keeps its recipe; only "
+                    "run.device and run.threads may change\n", sets[i]);
+            free(sets);
+            return GF_EXIT_USAGE;
+        }
     if (!recipe == !resume) {
         fprintf(stderr, "gflow train: give a recipe file or --resume RUN_DIR (not both)\n");
         help();

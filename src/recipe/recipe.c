@@ -675,6 +675,19 @@ gf_status gf_recipe_resume_sets(gf_recipe *r, const char *const *sets, int64_t n
     return st;
 }
 
+int gf_recipe_set_is_placement(const char *set) {
+    const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
+    if (!dot || !eq || eq < dot) return 0;
+    for (int i = 0; i < gf_recipe_n_keys; i++) {
+        const gf_recipe_key *k = &gf_recipe_schema[i];
+        if ((k->flags & GF_RK_PLACEMENT) && strlen(k->section) == (size_t)(dot - set) &&
+            !strncmp(set, k->section, (size_t)(dot - set)) && strlen(k->key) == (size_t)(eq - dot - 1) &&
+            !strncmp(dot + 1, k->key, (size_t)(eq - dot - 1)))
+            return 1;
+    }
+    return 0;
+}
+
 const char *gf_recipe_data_dir(const gf_recipe *r) {
     static _Thread_local char data[PATH_MAX], cache[PATH_MAX];
     if (r->data.dir[0]) return r->data.dir;

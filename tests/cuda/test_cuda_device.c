@@ -207,7 +207,7 @@ GF_TEST(unit, cuda_resume_changes_where_it_runs) {
     GF_REQUIRE(res.exit_code == 0, "first part: exit %d: %s", res.exit_code, res.err);
     const char *lr[] = {"train", "--resume", dir, "--quiet", "--set", "optim.lr=0.5", NULL};
     rel_gflow(&res, 0, lr);
-    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "--set optim.lr"), "lr: exit %d: %s",
+    GF_CHECK(res.exit_code == 2 && res.err_lines == 1 && strstr(res.err, "--set optim.lr"), "lr: exit %d: %s",
              res.exit_code, res.err);
     const char *thr[] = {"train", "--resume", dir, "--quiet", "--set", "run.threads=2", "--stop-after", "9", NULL};
     rel_gflow(&res, 0, thr);
