@@ -1,6 +1,8 @@
 /* test_util.c — see test_util.h. */
 #include "test_util.h"
+#include "gf_test.h"
 #include "gflow/rng.h"
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,4 +56,24 @@ void gf_test_write_splits(const char *dir, int train_lines, int eval_lines) {
         snprintf(p, sizeof p, "%s/%s.txt", dir, split[i]);
         gf_test_write_corpus(p, i ? eval_lines : train_lines, i + 1);
     }
+}
+
+int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device) {
+    char dir[600], p[700], text[4096];
+    snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
+    snprintf(p, sizeof p, "%s/train.txt", dir);
+    if (access(p, F_OK) != 0) gf_test_write_splits(dir, 600, 60);
+    snprintf(text, sizeof text,
+             "[run]\nname = %s\nseed = 7\nout_dir = %s/runs\nthreads = 2\ndevice = %s\n"
+             "[data]\ndataset = wikitext2\ndir = %s\ntrain_file = train.txt\nvalid_file = valid.txt\n"
+             "test_file = test.txt\nseq_len = 16\n"
+             "[tokenizer]\nkind = word\ntrain_file = train.txt\ncache_dir = %s/cache\n"
+             "[model]\nfamily = %s\nn_layers = 2\nd_model = 32\nd_ff = 64\nr = 6\noffsets = 1,2,4\nheads = 4\n"
+             "dropout = 0.1\n"
+             "[optim]\nlr = 1e-2\nclip = 1.0\n"
+             "[schedule]\nkind = cosine\nwarmup_steps = 5\nmin_lr = 1e-3\n"
+             "[train]\nepochs = 50\nbatch_size = 8\nmax_steps = %lld\nlog_every = 1000\neval_every = 10\n"
+             "eval_batches = 3\n",
+             name, gf_test_tmpdir(), device, dir, gf_test_tmpdir(), family, steps);
+    return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
 }

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "gflow/recipe.h"
+
 /* malloc'd contents of path, NUL-terminated, or NULL; *n (when non-NULL) gets the size */
 char *gf_test_slurp(const char *path, size_t *n);
 /* 1 when path now holds exactly the n bytes of data (created or truncated), else 0 */
@@ -16,5 +18,10 @@ void gf_test_write_corpus(const char *path, int lines, unsigned seed);
 /* dir (created) with train.txt of train_lines and valid.txt, test.txt of eval_lines such
  * sentences (seeds 1, 2, 3) */
 void gf_test_write_splits(const char *dir, int train_lines, int eval_lines);
+/* the training tests' tiny recipe (2 layers, d 32, word tokenizer, seq_len 16, batch 8, cosine,
+ * eval every 10 steps) on the splits of gf_test_write_splits under the test's tmpdir/data
+ * (written once), named `name`, family `family`, at most `steps` steps, on `device` ("cpu",
+ * "cuda"), runs in tmpdir/runs */
+int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device);
 
 #endif

@@ -11,31 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *setup_data(void) {
-    static char dir[600];
-    snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
-    char p[700];
-    snprintf(p, sizeof p, "%s/train.txt", dir);
-    if (access(p, F_OK) != 0) gf_test_write_splits(dir, 600, 60);
-    return dir;
-}
-
-static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *extra_family, int64_t steps) {
-    const char *dir = setup_data();
-    char text[4096];
-    snprintf(text, sizeof text,
-             "[run]\nname = %s\nseed = 7\nout_dir = %s/runs\nthreads = 2\n"
-             "[data]\ndataset = wikitext2\ndir = %s\ntrain_file = train.txt\nvalid_file = valid.txt\n"
-             "test_file = test.txt\nseq_len = 16\n"
-             "[tokenizer]\nkind = word\ntrain_file = train.txt\ncache_dir = %s/cache\n"
-             "[model]\nfamily = %s\nn_layers = 2\nd_model = 32\nd_ff = 64\nr = 6\noffsets = 1,2,4\nheads = 4\n"
-             "dropout = 0.1\n"
-             "[optim]\nlr = 1e-2\nclip = 1.0\n"
-             "[schedule]\nkind = cosine\nwarmup_steps = 5\nmin_lr = 1e-3\n"
-             "[train]\nepochs = 50\nbatch_size = 8\nmax_steps = %lld\nlog_every = 1000\neval_every = 10\n"
-             "eval_batches = 3\n",
-             name, gf_test_tmpdir(), dir, gf_test_tmpdir(), extra_family, (long long)steps);
-    return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
+static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *family, int64_t steps) {
+    return gf_test_tiny_recipe(r, name, family, (long long)steps, "cpu");
 }
 
 static double summary_value(const char *dir, const char *key) {
