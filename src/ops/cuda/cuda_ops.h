@@ -23,6 +23,7 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
                              const int64_t *ids_shape);
 gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_attention_cuda(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -32,6 +33,7 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
 #define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
+#define gf_attention_cuda(...) gf_no_cuda_op("attention")
 #endif
 
 #ifdef __cplusplus
