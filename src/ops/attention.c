@@ -257,12 +257,13 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
               gf_tensor_shape_str(qkv, sb, sizeof sb), (long long)n_heads);
     const att_dims a = att_dims_of(qkv, n_heads, causal ? 1 : 0);
     GF_ASSERT(a.L > 0 && a.Dh > 0, "attention: empty qkv %s", gf_tensor_shape_str(qkv, sb, sizeof sb));
+    gf_tensor *in[1] = {qkv};
+    if (gf_op_device("attention", 1, in) != GF_DEV_CPU) return gf_attention_cuda(ctx, qkv, n_heads, causal, key_mask);
     gf_tensor *y = gf_tensor_new3(ctx, a.B, a.L, a.D);         // (B, L, D)
     float *lse = gf_arena_floats(&ctx->arena, a.B * a.H * a.L); // (B, H, L)
     const int64_t per_thread = att_fwd_scratch(a.Dp);
     float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
     att_forward(&a, qkv->data, key_mask, y->data, lse, scratch, per_thread);
-    gf_tensor *in[1] = {qkv};
     gf_node *n = gf_tape_record(ctx, &gf_op_attention, y, 1, in);
     if (n) {
         n->saved = lse;
@@ -286,6 +287,8 @@ const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_back
  * tiled kernel above on qkv itself; later, one query row at a time against the cache. */
 gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, float *kv, int64_t cap, int64_t pos) {
     double t0 = gf_prof_begin(ctx);
+    GF_ASSERT(qkv->device == GF_DEV_CPU, "attention_cached: generation runs on the CPU only (qkv is on %s)",
+              gf_device_name(qkv->device));
     const att_dims a = att_dims_of(qkv, n_heads, 1);
     const int64_t B = a.B, n = a.L, H = a.H, Dh = a.Dh, D = a.D, ld = a.ld;
     GF_ASSERT(pos >= 0 && pos + n <= cap, "attention_cached: positions %lld..%lld outside the cache of %lld",

@@ -37,6 +37,7 @@ gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);
 gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask);
 gf_tensor *gf_pair_match_cuda(gf_ctx *ctx, gf_tensor *x);
+gf_tensor *gf_attention_cuda(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask);
 #else
 static inline gf_tensor *gf_no_cuda_op(const char *op) {
     gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", op);
@@ -56,6 +57,7 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_dropout_cuda(...) gf_no_cuda_op("dropout")
 #define gf_masked_mean_cuda(...) gf_no_cuda_op("masked_mean")
 #define gf_pair_match_cuda(...) gf_no_cuda_op("pair_match")
+#define gf_attention_cuda(...) gf_no_cuda_op("attention")
 #endif
 
 #ifdef __cplusplus
