@@ -93,6 +93,9 @@ void gf_ctx_free(gf_ctx *ctx);
 /* Set grad mode; returns the previous one so callers can restore it. */
 int gf_ctx_set_grad(gf_ctx *ctx, int enabled);
 
+/* The record of a new tensor in the step arena: shape checked, no data yet (gf_tensor_new and
+ * its device twin gf_cuda_tensor_new give it its buffer). */
+gf_tensor *gf_tensor_header(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
 /* New activation tensor in the arena (uninitialised data, no grad). */
 gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);
 gf_tensor *gf_tensor_zeros(gf_ctx *ctx, int32_t ndim, const int64_t *shape);

@@ -31,7 +31,7 @@ int gf_ctx_set_grad(gf_ctx *ctx, int enabled) {
     return old;
 }
 
-gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
+gf_tensor *gf_tensor_header(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
     GF_ASSERT(ndim >= 1 && ndim <= GF_MAX_DIMS, "bad ndim %d", ndim);
     gf_tensor *t = gf_arena_alloc(&ctx->arena, sizeof *t);
     memset(t, 0, sizeof *t);
@@ -40,6 +40,11 @@ gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
         GF_ASSERT(shape[i] > 0, "tensor dim %d is %lld", i, (long long)shape[i]);
         t->shape[i] = shape[i];
     }
+    return t;
+}
+
+gf_tensor *gf_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
+    gf_tensor *t = gf_tensor_header(ctx, ndim, shape);
     t->data = gf_arena_floats(&ctx->arena, gf_tensor_numel(t));
     return t;
 }

@@ -120,14 +120,7 @@ float *gf_cuda_zeros(gf_ctx *ctx, int64_t n) {
 }
 
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
-    GF_ASSERT(ndim >= 1 && ndim <= GF_MAX_DIMS, "bad ndim %d", ndim);
-    gf_tensor *t = gf_arena_alloc(&ctx->arena, sizeof *t);
-    memset(t, 0, sizeof *t);
-    t->ndim = ndim;
-    for (int32_t i = 0; i < ndim; i++) {
-        GF_ASSERT(shape[i] > 0, "tensor dim %d is %lld", i, (long long)shape[i]);
-        t->shape[i] = shape[i];
-    }
+    gf_tensor *t = gf_tensor_header(ctx, ndim, shape);
     t->device = GF_DEV_CUDA;
     t->data = gf_cuda_floats(ctx, gf_tensor_numel(t));
     return t;
