@@ -70,15 +70,8 @@ step() {
 # field FILE KEY [BLOCK]: KEY's value in the output (first block, or the Nth of bench_torch --mode both)
 field() { grep -E "^$2: " "$1" 2>/dev/null | sed -n "${3:-1}p" | sed -E "s/^$2: ([0-9.eE+-]+).*/\1/"; }
 
-find_cublas() {  # the folder of libcublas.so.13 on this machine, if any
-  local d f
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
-    [ -e "$d/libcublas.so.13" ] && { echo "$d"; return; }
-  done
-  f=$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)  # pip's CUDA wheels
-  [ -n "$f" ] && f=$(find "$f" -name 'libcublas.so.13*' 2>/dev/null | head -1)
-  [ -n "$f" ] && dirname "$f"
-}
+# shellcheck source=tools/cuda_libs.sh
+source "$(dirname "$0")/cuda_libs.sh"  # gf_find_cublas
 
 row() {  # row MODEL RUN FILE [RATIO]: one table line from a bench output (its first block)
   local f=$3 tps mem why
@@ -118,7 +111,7 @@ run() {
     source tools/gpu_env.sh "$(dirname "$packf")" || exit 1  # unpacks once; sets GFLOW, GFLOW_DATA_MIRROR
     gflow=$GFLOW
   fi
-  local cub; cub=$(find_cublas)
+  local cub; cub=$(gf_find_cublas)
   [ -n "$cub" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cub
   {
     echo "# gpu_bench.sh $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"

@@ -1,18 +1,26 @@
 # gpu_env.sh — source on the GPU machine: unpack tools/gpu_pack.sh's archive once and point the
 # environment at it.   source tools/gpu_env.sh [DIR]   (default .gpu; DIR/pack.tar.xz carried)
-# Sets GFLOW (the gflow binary), GF_TESTS (the test runner), GF_SOURCE_ROOT (test fixtures),
-# GFLOW_DATA_MIRROR (the packed datasets) and LD_LIBRARY_PATH (the packed libraries, then the
-# machine's CUDA libraries, where cuBLAS is found when the GPU is first used).
+# Sets GFLOW (the gflow binary; also GFLOW_EXE, which the tests spawn: the pack's bin/ is not the
+# meson layout), GF_TESTS (the test runner), GF_SOURCE_ROOT (test fixtures), GFLOW_DATA_MIRROR (the
+# packed datasets), LD_LIBRARY_PATH (the packed libraries, then the machine's cuBLAS, found by
+# tools/cuda_libs.sh, loaded when the GPU is first used) and PATH (+ the CUDA tools'
+# folder: compute-sanitizer).
 _gd=${1:-.gpu}
 if [ ! -f "$_gd/pack.tar.xz" ]; then
     echo "gpu_env: $_gd/pack.tar.xz not found (run tools/gpu_pack.sh here first and carry it)" >&2
     return 1 2>/dev/null || exit 1
 fi
-if [ ! -x "$_gd/root/bin/gflow" ]; then
-    mkdir -p "$_gd/root" && tar -C "$_gd/root" -xJf "$_gd/pack.tar.xz" || { return 1 2>/dev/null || exit 1; }
+if [ ! -f "$_gd/root/.unpacked" ] || [ "$_gd/pack.tar.xz" -nt "$_gd/root/.unpacked" ]; then  # once per pack
+    rm -rf "$_gd/root" && mkdir -p "$_gd/root" && tar -C "$_gd/root" -xJf "$_gd/pack.tar.xz" &&
+        touch "$_gd/root/.unpacked" || { return 1 2>/dev/null || exit 1; }
 fi
 _gd=$(cd "$_gd" && pwd)
-export LD_LIBRARY_PATH="$_gd/root/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# shellcheck source=tools/cuda_libs.sh
+source tools/cuda_libs.sh
+_cub=$(gf_find_cublas); _cbin=$(gf_cuda_bin)
+[ -n "$_cub" ] || echo "gpu_env: libcublas.so.13 not found (tools/cuda_libs.sh); the GPU ops will fail to load it" >&2
+export LD_LIBRARY_PATH="$_gd/root/lib${_cub:+:$_cub}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -n "$_cbin" ] && export PATH="$PATH:$_cbin"
 export GFLOW_DATA_MIRROR="$_gd/root/data"
-export GFLOW="$_gd/root/bin/gflow" GF_TESTS="$_gd/root/bin/gf_tests" GF_SOURCE_ROOT="$PWD"
-unset _gd
+export GFLOW="$_gd/root/bin/gflow" GFLOW_EXE="$_gd/root/bin/gflow" GF_TESTS="$_gd/root/bin/gf_tests" GF_SOURCE_ROOT="$PWD"
+unset _gd _cub _cbin

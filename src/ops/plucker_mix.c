@@ -265,6 +265,8 @@ gf_tensor *gf_plucker_mix_cached(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_ten
                                  int32_t n_offsets, float eps, int normalize, float *ring, int64_t W, int64_t pos) {
     double t0 = gf_prof_begin(ctx);
     const int64_t B = z->shape[0], n = z->shape[1], R = z->shape[2], P = R * (R - 1) / 2, NW = n_offsets;
+    GF_ASSERT(z->device == GF_DEV_CPU, "plucker_mix_cached: generation runs on the CPU only (z is on %s)",
+              gf_device_name(z->device));
     GF_ASSERT(w->ndim == 2 && w->shape[1] == P && W >= 1, "plucker_mix_cached: bad W or ring");
     for (int32_t q = 0; q < n_offsets; q++)
         GF_ASSERT(offsets[q] >= 1, "plucker_mix_cached: offset %lld < 1", (long long)offsets[q]);

@@ -3,9 +3,10 @@
  * An op case holds the same inputs on both devices; check_case runs the op on the CPU and twice
  * on the GPU, then compares the output and, after backward from the probe loss
  * S = Σ out ⊙ r (the same random r on both devices), every input gradient. Input gradients
- * start non-zero, so a CUDA backward must accumulate as the CPU one does. Agreement is
- * normwise: max|gpu - cpu| <= TOL · max|cpu| per tensor (FP32); the second GPU run must
- * give the same bits. Both contexts draw from one rng stream seeded alike and share
+ * start non-zero, so a CUDA backward must accumulate as the CPU one does; the contribution
+ * (gradient minus its start) is compared too, on its own scale. Agreement is normwise:
+ * max|gpu - cpu| <= TOL · max|cpu| per tensor (FP32), a NaN or infinity only where the CPU has
+ * the same; the second GPU run must give the same bits. Both contexts draw from one rng stream seeded alike and share
  * `training`, so dropout draws the same keys on both devices.
  */
 #ifndef GF_CUDA_CHECK_H
@@ -38,8 +39,12 @@ void add_input(op_case *c, int32_t ndim, const int64_t *shape, uint64_t seed, fl
 void case_free(op_case *c);
 /* the device buffer's contents (malloc'd) */
 float *download(const float *dev, int64_t n);
-/* normwise relative error of got against want; reports and counts a failure over TOL */
+/* normwise relative error of got against want; reports and counts a failure over TOL (non-finite
+ * elements fail unless equal on both sides) */
 int compare(const char *what, const char *part, const float *got, const float *want, int64_t n);
+/* the same for got - base against want - base (what was accumulated into base) */
+int compare_from(const char *what, const char *part, const float *got, const float *want, const float *base,
+                 int64_t n);
 /* run a case on the CPU and (twice) on the GPU and compare; returns the failure count */
 int check_case(op_case *c);
 #endif

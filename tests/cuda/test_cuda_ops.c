@@ -166,7 +166,8 @@ GF_TEST(cuda, chain_of_ops) {
 }
 
 /* The device step arena: growth chains chunks in the first step, reset coalesces them, and
- * from then on a step calls no cudaMalloc. */
+ * from then on a step calls no cudaMalloc — also when later batches hold more distinct ids than
+ * the first (the embedding's backward index must not size itself by them). */
 GF_TEST(cuda, device_arena_steady_state) {
     int32_t ids[8 * 128];
     for (int i = 0; i < 8 * 128; i++) ids[i] = (i * 31 + 3) % 97;
@@ -184,6 +185,7 @@ GF_TEST(cuda, device_arena_steady_state) {
     float *r = malloc((size_t)nout * sizeof(float));
     for (int64_t i = 0; i < nout; i++) r[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
     for (int step = 0; step < 4; step++) {
+        for (int i = 0; i < 8 * 128; i++) ids[i] = (i * 31 + 3) % (step == 0 ? 5 : 97 - step); /* 5, then 96..94 ids */
         gf_tensor *y = b_chain(&ctx, c.gpu, &u);
         gf_tape_backward_from(&ctx, y, r);
         GF_CHECK_OK(gf_cuda_sync());

@@ -83,14 +83,18 @@ gf_status gf_cuda_sgemm_gflops(int64_t m, int64_t n, int64_t k, int tf32, int re
     if (!st) st = fill(b, (size_t)n * (size_t)k, 2);
     if (!st) st = gf_cuda_status(cudaEventCreate(&e0), "cudaEventCreate(&e0)", __FILE__, __LINE__);
     if (!st) st = gf_cuda_status(cudaEventCreate(&e1), "cudaEventCreate(&e1)", __FILE__, __LINE__);
-    if (!st && tf32)
+    cublasMath_t mode0 = CUBLAS_DEFAULT_MATH; /* the handle is the process's: put back what was set */
+    if (!st && tf32) st = gf_cublas_status(gf_cublas.get_math_mode(gf_cuda_blas(), &mode0), "cublasGetMathMode",
+                                           __FILE__, __LINE__);
+    int switched = !st && tf32;
+    if (switched)
         st = gf_cublas_status(gf_cublas.set_math_mode(gf_cuda_blas(), CUBLAS_TF32_TENSOR_OP_MATH),
                               "cublasSetMathMode(TF32)", __FILE__, __LINE__);
     double best = 0;
     if (!st) st = time_calls((int)m, (int)n, (int)k, a, b, c, reps, e0, e1, &best);
-    if (tf32) /* back to what gf_cuda_init set (plain FP32), the measurement's error first */
-        gf_cublas_note(gf_cublas.set_math_mode(gf_cuda_blas(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode(DEFAULT)",
-                       __FILE__, __LINE__);
+    if (switched) /* back to the mode found, the measurement's error first */
+        gf_cublas_note(gf_cublas.set_math_mode(gf_cuda_blas(), mode0), "cublasSetMathMode(restore)", __FILE__,
+                       __LINE__);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     gf_cuda_free(a);

@@ -50,7 +50,13 @@ static int32_t *sort_rows_by_id(gf_ctx *ctx, const int32_t *ids, int64_t cnt, in
     off[u] = (int32_t)cnt;
     for (int64_t i = 0; i < cnt; i++) rows[start[ids[i]]++] = (int32_t)i; /* stable: rows in increasing order */
     *U = u;
-    return (int32_t *)cu_stage(ctx, buf, (size_t)(2 * u + 1 + cnt) * sizeof(int32_t));
+    /* the device copy is sized for the most distinct ids a batch can hold, not for u: the step
+     * arena then asks for the same bytes every step and stays one chunk (no cudaMalloc in a step) */
+    int64_t umax = cnt < V ? cnt : V;
+    int32_t *d = (int32_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)(2 * umax + 1 + cnt) * sizeof(int32_t));
+    GF_CUDA_NOTE(cudaMemcpyAsync(d, buf, (size_t)(2 * u + 1 + cnt) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                 gf_cuda_stream()));
+    return d;
 }
 
 static void embedding_backward_cuda(gf_ctx *ctx, gf_node *n) {
