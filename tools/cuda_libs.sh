@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # cuda_libs.sh — sourced by tools/gpu_env.sh and tools/gpu_bench.sh: where this machine keeps its
 # CUDA 13 libraries and tools (the GPU machine's layout is not ours to choose).
 #   gf_find_cublas   prints the folder holding libcublas.so.13, if any
