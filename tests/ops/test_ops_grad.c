@@ -139,6 +139,24 @@ GF_TEST(grad, cross_entropy) {
     gc_leaf_free(in[0]);
 }
 
+/* head_ce: 300 rows span two chunks (GF_HEAD_CHUNK = 256), so dE accumulates across chunks;
+ * every 7th row is ignored, in both chunks */
+enum { HC_N = 300, HC_D = 6, HC_V = 7 };
+static int32_t hc_tg[HC_N];
+static gf_tensor *b_head_ce(gf_ctx *c, gf_tensor **in, void *u) {
+    (void)u;
+    return gf_head_ce(c, in[0], in[1], hc_tg, -1, NULL, NULL);
+}
+GF_TEST(grad, head_ce) {
+    for (int i = 0; i < HC_N; i++) hc_tg[i] = i % 7 == 3 ? -1 : (i * 5 + 1) % HC_V;
+    int64_t sh[2] = {HC_N, HC_D}, se[2] = {HC_V, HC_D};
+    gf_tensor *in[2] = {gc_leaf(2, sh, 31, 1.0f), gc_leaf(2, se, 32, 1.0f)};
+    /* dh is O(1 / counted rows): an atol far below it, and h large enough for float32 noise */
+    GF_CHECK(gc_check("head_ce", b_head_ce, in, 2, NULL, (gc_opts){.h = 5e-2, .atol = 1e-5}) == 0, "head_ce grads");
+    gc_leaf_free(in[0]);
+    gc_leaf_free(in[1]);
+}
+
 static gf_tensor *b_dropout(gf_ctx *c, gf_tensor **in, void *u) {
     (void)u;
     gf_rng r; /* the same key every call so finite differences see one mask */

@@ -295,6 +295,8 @@ GF_TEST(smoke, rel_checkpoint_symlink_loop_named) {
         {"eval", d, "--ckpt", "last", NULL},
         {"export", d, out, "--ckpt", "last", NULL},
         {"info", d, NULL},
+        {"probe", "pca", d, "--ckpt", "last", NULL},
+        {"sample", d, "--ckpt", "last", "--prompt", "the cat", NULL},
         {"train", "--resume", d, "--quiet", NULL},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {

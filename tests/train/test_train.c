@@ -4,6 +4,7 @@
 #include "gf_test.h"
 #include "test_util.h"
 #include "gflow.h"
+#include "gflow/session.h"
 #include "gflow/train.h"
 #include "gflow/version.h"
 #include <stdlib.h>
@@ -167,3 +168,49 @@ static void compare_runs(const char *family) {
 
 GF_TEST(smoke, resume_is_bitwise_identical_grassmann) { compare_runs("grassmann"); }
 GF_TEST(smoke, resume_is_bitwise_identical_transformer) { compare_runs("transformer"); }
+
+/* README (step arena) and docs/performance.md: after the first step the step arena is one chunk
+ * sized to its high-water mark, so a steady-state CPU training step does no malloc. Steps through
+ * gf_train_step as the trainer drives them, dropout on, both families. */
+static void steps_allocate_nothing(const char *family) {
+    enum { K = 6, B = 8 };
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "nomalloc", family, K));
+    gf_session s;
+    GF_REQUIRE_OK(gf_session_open(&s, &r, 0));
+    int64_t items = 0;
+    GF_REQUIRE_OK(gf_session_train_loader(&s, B, &items, 0));
+    gf_adamw_cfg ac;
+    gf_schedule_cfg sch;
+    gf_recipe_optim_cfg(&r, &ac, &sch);
+    gf_adamw_state opt;
+    gf_adamw_reset(s.params, &opt);
+    s.ctx.training = 1;
+    /* the session's 64 MB first chunk holds this model's step (~1.4 MB) outright: a 1 MB one makes
+     * step 1 grow the arena and its reset coalesce the chain, the path a real model takes */
+    GF_REQUIRE(s.ctx.arena.used == 0, "%s: the step arena holds %zu bytes before any step", family, s.ctx.arena.used);
+    gf_arena_free(&s.ctx.arena);
+    gf_arena_init(&s.ctx.arena, (size_t)1 << 20);
+    int64_t at_open = s.ctx.arena.n_chunk_allocs, after_first = -1;
+    for (int64_t step = 0; step < K; step++) {
+        int64_t rows = 0;
+        GF_REQUIRE_OK(gf_session_next(&s, &rows));
+        if (rows == 0) GF_REQUIRE_OK(gf_session_next(&s, &rows));
+        gf_rng_seed(&s.rng, 7 + (uint64_t)step);
+        gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .lr = 1e-3, .clip = r.optim.clip};
+        gf_step_out out;
+        GF_REQUIRE_OK(gf_train_step(&s, &opt, &ac, &in, &out));
+        GF_REQUIRE(!out.nonfinite, "%s step %lld: non-finite %s", family, (long long)step + 1, out.nonfinite);
+        if (step == 0) after_first = s.ctx.arena.n_chunk_allocs;
+    }
+    /* the first step must have grown the arena, or the check below proves nothing */
+    GF_CHECK(after_first > at_open + 1, "%s: step 1 did not grow the arena (%lld chunk mallocs at open, %lld after)",
+             family, (long long)at_open, (long long)after_first);
+    GF_CHECK(s.ctx.arena.n_chunk_allocs == after_first, "%s: %lld arena mallocs in steps 2-%d", family,
+             (long long)(s.ctx.arena.n_chunk_allocs - after_first), K);
+    GF_CHECK(s.ctx.arena.first->next == NULL, "%s: the arena is more than one chunk after %d steps", family, K);
+    gf_session_close(&s);
+}
+
+GF_TEST(smoke, train_steps_allocate_nothing_grassmann) { steps_allocate_nothing("grassmann"); }
+GF_TEST(smoke, train_steps_allocate_nothing_transformer) { steps_allocate_nothing("transformer"); }
