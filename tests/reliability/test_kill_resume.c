@@ -218,9 +218,41 @@ static int wait_exit(pid_t pid) {
 /* [train] save_every / save_every_min: last.ckpt between evaluations. A kill after such a save
  * resumes from it and ends byte-identical to an uninterrupted run; a minutes-based cadence (here
  * ~6 ms, so it saves at steps that depend on the machine's load) changes nothing either. */
+/* the step last.ckpt of run dir kd holds */
+static long long last_ckpt_step(const char *kd) {
+    char p[900];
+    snprintf(p, sizeof p, "%s/last.ckpt", kd);
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    long long at = gf_ckpt_peek(p, &m) == GF_OK ? (long long)m.step : -1; /* -1 fails the callers' checks */
+    gf_ckpt_meta_free(&m);
+    return at;
+}
+
+/* `train --resume kd` must succeed and end where the uninterrupted run ref ended: the same
+ * metrics.tsv bytes, the same weights and moments in last.ckpt and best.ckpt */
+static void resume_matches(const char *name, const char *kd, const char *ref, const char *how, long long at) {
+    char p[900], q[900];
+    const char *r[] = {"train", "--resume", kd, "--quiet", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, r);
+    GF_CHECK(res.exit_code == 0, "%s: resume after %s at step %lld: %s", name, how, at, res.err);
+    snprintf(p, sizeof p, "%s/metrics.tsv", ref);
+    snprintf(q, sizeof q, "%s/metrics.tsv", kd);
+    GF_CHECK(rel_files_equal(p, q), "%s: metrics.tsv differs from the uninterrupted run (%s at step %lld)", name, how,
+             at);
+    const char *ck[] = {"last.ckpt", "best.ckpt"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", ref, ck[i]);
+        snprintf(q, sizeof q, "%s/%s", kd, ck[i]);
+        const char *why;
+        GF_CHECK(rel_ckpt_weights_equal(p, q, &why), "%s: %s: %s", name, ck[i], why);
+    }
+}
+
 GF_TEST(smoke, rel_kill_between_evaluations_after_save_every) {
     const char *runs = rel_runs_dir();
-    char ref[800], kd[800], log[800], p[900], q[900];
+    char ref[800], kd[800], log[800];
     snprintf(ref, sizeof ref, "%s/se-ref", runs);
     snprintf(log, sizeof log, "%s/se.log", runs);
     /* evaluations (and their saves) at steps 20 and 40 only */
@@ -238,29 +270,10 @@ GF_TEST(smoke, rel_kill_between_evaluations_after_save_every) {
         pid_t pid = spawn_named(log, cases[c].name, sets);
         GF_REQUIRE(kill_on_trigger_ex(pid, kd, -1.0, cases[c].nth, "last.ckpt", &saw),
                    "%s: the run ended before the kill", cases[c].name);
-        snprintf(p, sizeof p, "%s/last.ckpt", kd);
-        gf_ckpt_meta m;
-        gf_ckpt_meta_init(&m);
-        GF_REQUIRE_OK(gf_ckpt_peek(p, &m));
-        long long at = (long long)m.step;
-        gf_ckpt_meta_free(&m);
+        long long at = last_ckpt_step(kd);
         if (c == 0) GF_CHECK(at == 9, "%s: the 3rd save of save_every = 3 is at step %lld", cases[c].name, at);
         printf("    %s: killed after the save at step %lld\n", cases[c].name, at);
-        const char *r[] = {"train", "--resume", kd, "--quiet", NULL};
-        rel_result res;
-        rel_gflow(&res, 0, r);
-        GF_CHECK(res.exit_code == 0, "%s: resume after the kill at step %lld: %s", cases[c].name, at, res.err);
-        snprintf(p, sizeof p, "%s/metrics.tsv", ref);
-        snprintf(q, sizeof q, "%s/metrics.tsv", kd);
-        GF_CHECK(rel_files_equal(p, q), "%s: metrics.tsv differs from the uninterrupted run (killed at step %lld)",
-                 cases[c].name, at);
-        const char *ck[] = {"last.ckpt", "best.ckpt"};
-        for (int i = 0; i < 2; i++) {
-            snprintf(p, sizeof p, "%s/%s", ref, ck[i]);
-            snprintf(q, sizeof q, "%s/%s", kd, ck[i]);
-            const char *why;
-            GF_CHECK(rel_ckpt_weights_equal(p, q, &why), "%s: %s: %s", cases[c].name, ck[i], why);
-        }
+        resume_matches(cases[c].name, kd, ref, "the kill", at);
     }
 }
 
@@ -284,7 +297,7 @@ static int wait_train_row(pid_t pid, const char *path, double timeout_s) {
  * 120 steps keep the run going long after the first train row, where the signal is sent. */
 GF_TEST(smoke, rel_sigterm_sigint_stop_resumable) {
     const char *runs = rel_runs_dir();
-    char ref[800], kd[800], log[800], p[900], q[900];
+    char ref[800], kd[800], log[800], p[900];
     snprintf(ref, sizeof ref, "%s/sg-ref", runs);
     snprintf(log, sizeof log, "%s/sg.log", runs);
     const char *sets[] = {"train.max_steps=120", "train.eval_every=40", "train.eval_batches=2", NULL};
@@ -299,28 +312,9 @@ GF_TEST(smoke, rel_sigterm_sigint_stop_resumable) {
         int rc = wait_exit(pid);
         GF_REQUIRE(started, "%s: no train row in %s before the run ended (see %s)", cases[c].name, p, log);
         GF_CHECK(rc == 130, "%s: exit %d after signal %d, want 130 (see %s)", cases[c].name, rc, cases[c].sig, log);
-        snprintf(p, sizeof p, "%s/last.ckpt", kd);
-        gf_ckpt_meta m;
-        gf_ckpt_meta_init(&m);
-        GF_REQUIRE_OK(gf_ckpt_peek(p, &m));
-        long long at = (long long)m.step;
-        gf_ckpt_meta_free(&m);
+        long long at = last_ckpt_step(kd);
         GF_CHECK(at >= 1 && at < 120, "%s: last.ckpt at step %lld, want an unfinished run", cases[c].name, at);
         printf("    %s: stopped at step %lld\n", cases[c].name, at);
-        const char *r[] = {"train", "--resume", kd, "--quiet", NULL};
-        rel_result res;
-        rel_gflow(&res, 0, r);
-        GF_CHECK(res.exit_code == 0, "%s: resume from step %lld: %s", cases[c].name, at, res.err);
-        snprintf(p, sizeof p, "%s/metrics.tsv", ref);
-        snprintf(q, sizeof q, "%s/metrics.tsv", kd);
-        GF_CHECK(rel_files_equal(p, q), "%s: metrics.tsv differs from the uninterrupted run (stopped at step %lld)",
-                 cases[c].name, at);
-        const char *ck[] = {"last.ckpt", "best.ckpt"};
-        for (int i = 0; i < 2; i++) {
-            snprintf(p, sizeof p, "%s/%s", ref, ck[i]);
-            snprintf(q, sizeof q, "%s/%s", kd, ck[i]);
-            const char *why;
-            GF_CHECK(rel_ckpt_weights_equal(p, q, &why), "%s: %s: %s", cases[c].name, ck[i], why);
-        }
+        resume_matches(cases[c].name, kd, ref, "the signal", at);
     }
 }
