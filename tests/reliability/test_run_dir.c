@@ -199,6 +199,10 @@ GF_TEST(smoke, rel_export_refuses_to_overwrite_run_files) {
     size_t nm = 0;
     char *m = gf_test_slurp(met, &nm);
     GF_CHECK(m && !memcmp(m, "step\t", 5), "metrics.tsv was overwritten");
+    /* the columns README documents (and tools/plot_*.sh read by position) */
+    static const char header[] = "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n";
+    GF_CHECK(m && nm >= sizeof header - 1 && !memcmp(m, header, sizeof header - 1), "metrics.tsv header: %.80s",
+             m ? m : "(unreadable)");
     free(m);
     char ok[900];
     snprintf(ok, sizeof ok, "%s/export-ok.safetensors", rel_runs_dir());
