@@ -318,3 +318,47 @@ GF_TEST(smoke, rel_sigterm_sigint_stop_resumable) {
         resume_matches(cases[c].name, kd, ref, "the signal", at);
     }
 }
+
+/* a /proc file's contents (its size reads as 0, so gf_test_slurp cannot), NUL-terminated */
+static char *slurp_proc(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16;
+    char *b = malloc(cap + 1);
+    *n = b ? fread(b, 1, cap, f) : 0;
+    fclose(f);
+    if (b) b[*n] = 0;
+    return b;
+}
+
+/* 1 when the NUL-separated environment block env (n bytes) holds the entry want */
+static int env_has(const char *env, size_t n, const char *want) {
+    for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+        if (!strcmp(env + i, want)) return 1;
+    return 0;
+}
+
+/* README and docs/performance.md: gflow sets OMP_WAIT_POLICY=passive and OPENBLAS_THREAD_TIMEOUT=4
+ * where the user did not (re-executing itself, so the runtimes read them at load) and leaves a
+ * user's value alone. Read from the running process's /proc/PID/environ, which exec replaces. */
+GF_TEST(smoke, rel_gflow_sets_thread_wait_env) {
+    unsetenv("OMP_WAIT_POLICY"); /* this test's own forked child: the runner is unaffected */
+    setenv("OPENBLAS_THREAD_TIMEOUT", "7", 1);
+    char kd[800], log[800], p[900];
+    snprintf(kd, sizeof kd, "%s/env-run", rel_runs_dir());
+    snprintf(log, sizeof log, "%s/env.log", rel_runs_dir());
+    snprintf(p, sizeof p, "%s/metrics.tsv", kd);
+    const char *sets[] = {"train.max_steps=120", "train.eval_every=0", NULL};
+    pid_t pid = spawn_named(log, "env-run", sets);
+    int started = wait_train_row(pid, p, 120.0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "/proc/%d/environ", (int)pid);
+    size_t n = 0;
+    char *env = started ? slurp_proc(ep, &n) : NULL;
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    GF_REQUIRE(env, "no train row, or %s unreadable (see %s)", ep, log);
+    GF_CHECK(env_has(env, n, "OMP_WAIT_POLICY=passive"), "OMP_WAIT_POLICY=passive not set in the running gflow");
+    GF_CHECK(env_has(env, n, "OPENBLAS_THREAD_TIMEOUT=7"), "the user's OPENBLAS_THREAD_TIMEOUT=7 was not kept");
+    free(env);
+}
