@@ -214,3 +214,66 @@ static void steps_allocate_nothing(const char *family) {
 
 GF_TEST(smoke, train_steps_allocate_nothing_grassmann) { steps_allocate_nothing("grassmann"); }
 GF_TEST(smoke, train_steps_allocate_nothing_transformer) { steps_allocate_nothing("transformer"); }
+
+/* [train] early_stop_patience (docs/recipe-keys.md): with a learning rate too small to move any
+ * weight (1e-30 against weights of ~0.02: below half an ulp) and no dropout, every validation
+ * equals the first, so patience 2 at two evaluations per epoch stops the run right after its
+ * third evaluation (1.5 epochs); the run reports the first evaluation as its best, and the last
+ * evaluation is not repeated (build 920fff3 wrote an early-stopped run's last valid row twice). */
+GF_TEST(smoke, train_early_stop_patience) {
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "patience", "grassmann", 100000));
+    const char *sets[] = {"train.eval_every=0",  "train.evals_per_epoch=2", "train.eval_batches=0",
+                          "train.early_stop_patience=2", "optim.lr=1e-30",  "schedule.kind=constant",
+                          "schedule.warmup_steps=0",     "schedule.min_lr=0", "model.dropout=0"};
+    enum { NSETS = sizeof sets / sizeof *sets };
+    char *rt = NULL;
+    GF_REQUIRE_OK(gf_recipe_resolved_text(&r, &rt));
+    GF_REQUIRE_OK(gf_recipe_parse_text(rt, "patience.ini", sets, NSETS, &r));
+    free(rt);
+    gf_train_opts o = {.quiet = 1};
+    int intr = 0;
+    GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
+    GF_REQUIRE(!intr, "not interrupted");
+    char dir[700], p[800];
+    snprintf(dir, sizeof dir, "%s/runs/patience", gf_test_tmpdir());
+    snprintf(p, sizeof p, "%s/metrics.tsv", dir);
+    size_t n;
+    char *s = gf_test_slurp(p, &n);
+    GF_REQUIRE(s, "metrics.tsv");
+    long long spe = 0, last_train = 0, valid[8] = {0}, test_step = -1;
+    double vloss[8] = {0};
+    int nv = 0, ntest = 0;
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        long long step, epoch;
+        char split[16];
+        double loss;
+        if (sscanf(line, "%lld\t%lld\t%15s\t%lf", &step, &epoch, split, &loss) != 4) continue;
+        if (!strcmp(split, "train")) {
+            if (!spe && epoch == 1) spe = step - 1;
+            last_train = step;
+        } else if (!strcmp(split, "valid")) {
+            if (nv < 8) { valid[nv] = step; vloss[nv] = loss; }
+            nv++;
+        } else if (!strcmp(split, "test")) {
+            test_step = step;
+            ntest++;
+        }
+    }
+    free(s);
+    GF_REQUIRE(spe >= 4, "steps per epoch found (%lld)", spe);
+    GF_CHECK(nv == 3, "%d validation rows, expected 3 (stop after the third evaluation, none repeated)", nv);
+    long long want[3] = {spe / 2, spe, spe + spe / 2};
+    for (int i = 0; i < 3 && i < nv; i++)
+        GF_CHECK(valid[i] == want[i], "evaluation %d at step %lld, expected %lld", i + 1, valid[i], want[i]);
+    GF_CHECK(nv < 2 || (vloss[1] == vloss[0] && vloss[2] == vloss[0]),
+             "the weights moved: validation losses %.9g %.9g %.9g (the test needs them equal)", vloss[0], vloss[1],
+             vloss[2]);
+    GF_CHECK(last_train == spe + spe / 2, "training stopped at step %lld, expected %lld", last_train,
+             spe + spe / 2);
+    GF_CHECK(ntest == 1 && test_step == spe / 2, "%d test rows, at step %lld; expected one, at the best step %lld",
+             ntest, test_step, spe / 2);
+    GF_CHECK(summary_value(dir, "best_step") == (double)(spe / 2), "summary best_step %g, expected %lld",
+             summary_value(dir, "best_step"), spe / 2);
+    GF_CHECK(summary_value(dir, "steps") == (double)(spe + spe / 2), "summary steps %g", summary_value(dir, "steps"));
+}
