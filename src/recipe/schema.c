@@ -144,7 +144,8 @@ const gf_recipe_key gf_recipe_schema[] = {
       "Decides only when to save: the run's results do not depend on it."),
 
     K(eval, batch_size, INT, "0", 0, 0, MIN, 0, "Evaluation batch size; 0 = train batch_size."),
-    K(eval, split, ENUM, "valid", 0, 0, 0, e_split, "Split evaluated during training."),
+    K(eval, split, ENUM, "valid", 0, 0, 0, e_split, "Split `gflow eval` evaluates when no --split is given. Training always evaluates and "
+      "selects the best checkpoint on valid, and reports test once, for the best checkpoint."),
 };
 const int gf_recipe_n_keys = (int)(sizeof gf_recipe_schema / sizeof gf_recipe_schema[0]);
 _Static_assert(sizeof gf_recipe_schema / sizeof gf_recipe_schema[0] <= GF_RECIPE_MAX_KEYS,
@@ -160,6 +161,6 @@ const char *const gf_recipe_section_docs[] = {
     "AdamW (torch.optim.AdamW semantics) and clipping.",
     "Learning-rate schedule.",
     "Training loop.",
-    "Evaluation during training.",
+    "Evaluation: during training, and by `gflow eval`.",
     NULL,
 };

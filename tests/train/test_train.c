@@ -277,3 +277,34 @@ GF_TEST(smoke, train_early_stop_patience) {
              summary_value(dir, "best_step"), spe / 2);
     GF_CHECK(summary_value(dir, "steps") == (double)(spe + spe / 2), "summary steps %g", summary_value(dir, "steps"));
 }
+
+/* [eval] split (docs/recipe-keys.md) is gflow eval's default split; training still selects the
+ * best checkpoint on valid whatever it says */
+GF_TEST(smoke, eval_split_is_gflow_evals_default) {
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "evalsplit", "grassmann", 6));
+    const char *sets[] = {"eval.split=test"};
+    char *rt = NULL;
+    GF_REQUIRE_OK(gf_recipe_resolved_text(&r, &rt));
+    GF_REQUIRE_OK(gf_recipe_parse_text(rt, "evalsplit.ini", sets, 1, &r));
+    free(rt);
+    gf_train_opts o = {.quiet = 1};
+    int intr = 0;
+    GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/runs/evalsplit", gf_test_tmpdir());
+    gf_eval_result dflt, test, valid;
+    GF_REQUIRE_OK(gf_eval_run_dir(dir, "best", NULL, &dflt));
+    GF_REQUIRE_OK(gf_eval_run_dir(dir, "best", "test", &test));
+    GF_REQUIRE_OK(gf_eval_run_dir(dir, "best", "valid", &valid));
+    GF_CHECK(dflt.loss == test.loss && dflt.n_tokens == test.n_tokens,
+             "gflow eval without --split: loss %.9g over %lld tokens, test split %.9g over %lld", dflt.loss,
+             (long long)dflt.n_tokens, test.loss, (long long)test.n_tokens);
+    GF_CHECK(valid.loss != test.loss, "valid and test give the same loss %.9g: the test cannot tell them apart",
+             valid.loss);
+    GF_CHECK(fabs(summary_value(dir, "best_val_loss") - valid.loss) < 1e-5,
+             "summary best_val_loss %.9g, the best checkpoint's valid loss %.9g (training must select on valid)",
+             summary_value(dir, "best_val_loss"), valid.loss);
+    GF_CHECK(fabs(summary_value(dir, "test_loss") - test.loss) < 1e-5, "summary test_loss %.9g, eval %.9g",
+             summary_value(dir, "test_loss"), test.loss);
+}
