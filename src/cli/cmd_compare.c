@@ -7,10 +7,11 @@
 #include <string.h>
 
 static void help(void) {
-    printf("usage: gflow compare RUN_DIR... [--plot FILE.png] [--markdown]\n\n"
-           "  One row per run: family, parameters, best validation perplexity and its epoch, test\n"
-           "  perplexity (of the best checkpoint), per-word test perplexity, training tokens/s, and the\n"
-           "  gap to the first run in %%. Runs still in progress show their best validation so far.\n"
+    printf("usage: gflow compare RUN_DIR... [--plot FILE.png]\n\n"
+           "  A Markdown table, one row per run: family, parameters, best validation perplexity and its\n"
+           "  epoch, test perplexity (of the best checkpoint), per-word test perplexity, training\n"
+           "  tokens/s, and the gap to the first run in %%. Runs still in progress show their best\n"
+           "  validation so far.\n"
            "  --plot writes validation perplexity against step for every run (gnuplot, PNG;\n"
            "  default compare.png; --plot none to skip).\n");
 }

@@ -220,3 +220,47 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
     GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "not a language model"),
              "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }
+
+/* Every command's --help exits 0 and starts with its usage line, and every option it advertises
+ * is one its parser knows: `gflow CMD --OPT V /nonexistent/a` may fail (bad value, no such file),
+ * but never as an unknown option. */
+GF_TEST(smoke, rel_help_options_are_accepted) {
+    static const char *const cmds[] = {"train", "eval",     "compare", "sample", "info", "export",
+                                       "data",  "selftest", "bench",   "ablate", "probe"};
+    int nopts = 0;
+    for (size_t c = 0; c < sizeof cmds / sizeof *cmds; c++) {
+        char cmd[1200], help[16384];
+        snprintf(cmd, sizeof cmd, "'%s' %s --help", rel_gflow_exe(), cmds[c]);
+        FILE *f = popen(cmd, "r");
+        GF_REQUIRE(f, "%s", cmd);
+        size_t n = fread(help, 1, sizeof help - 1, f);
+        help[n] = 0;
+        int st = pclose(f);
+        char want[64];
+        snprintf(want, sizeof want, "usage: gflow %s", cmds[c]);
+        GF_CHECK(st == 0 && !strncmp(help, want, strlen(want)), "%s: status %d, help starts '%.40s'", cmd, st, help);
+        char seen[4096] = " ";
+        for (char *p = help; (p = strstr(p, "--")); ) {
+            char opt[48];
+            size_t k = 2;
+            while (k < sizeof opt - 1 && (p[k] == '-' || (p[k] >= 'a' && p[k] <= 'z') || (p[k] >= '0' && p[k] <= '9')))
+                k++;
+            memcpy(opt, p, k);
+            opt[k] = 0;
+            p += k;
+            char key[52];
+            snprintf(key, sizeof key, " %s ", opt);
+            if (k <= 2 || !strcmp(opt, "--help") || !strcmp(opt, "--bind-to") || strstr(seen, key)) continue;
+            snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s ", opt); /* --bind-to: mpirun's */
+            const char *args[] = {cmds[c], opt, "/nonexistent/v", "/nonexistent/a", NULL};
+            rel_result res;
+            rel_gflow(&res, 0, args);
+            char needle[80];
+            snprintf(needle, sizeof needle, "unknown option '%s'", opt);
+            GF_CHECK(!strstr(res.err, needle), "gflow %s --help advertises %s, which it refuses: %s", cmds[c], opt,
+                     res.err);
+            nopts++;
+        }
+    }
+    GF_CHECK(nopts > 40, "%d advertised options found: the help parsing is broken", nopts);
+}
