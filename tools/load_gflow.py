@@ -38,7 +38,8 @@ def load_gflow(path):
                       r=m.getint("r"), dff=m.getint("d_ff"), heads=m.getint("heads"), n_layers=m.getint("n_layers"),
                       Lmax=m.getint("max_len"), dropout=0.0, offsets=_ints(m.get("offsets")),
                       offset_schedule=_ints(m.get("offset_schedule")), normalize=t("normalize"), gate=t("gate"),
-                      plucker=t("plucker"), eps=m.getfloat("eps"))
+                      plucker=t("plucker"), eps=m.getfloat("eps"),
+                      ln_eps=m.getfloat("ln_eps"))
     model = build_model(cfg)
     state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
     model.load_state_dict(state, strict=True)

@@ -41,6 +41,7 @@ class ModelConfig:
     gate: bool = True
     plucker: bool = True
     eps: float = 1e-8
+    ln_eps: float = 1e-5    # every LayerNorm's epsilon ([model] ln_eps)
 
     def layer_offsets(self, layer):
         """Offsets used by `layer`: mode B (schedule) if given, else mode A (same list)."""
@@ -140,10 +141,10 @@ class GrassmannBlock(nn.Module):
         super().__init__()
         self.pre_ln = cfg.block == "pre_ln"
         if self.pre_ln:
-            self.ln_in = nn.LayerNorm(cfg.d, eps=1e-5)
+            self.ln_in = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
         self.mix = CausalGrassmannMixing(cfg, offsets)
-        self.ln_mix = nn.LayerNorm(cfg.d, eps=1e-5)
-        self.ln_ffn = nn.LayerNorm(cfg.d, eps=1e-5)
+        self.ln_mix = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
+        self.ln_ffn = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
         self.ffn = FeedForward(cfg)
         self.drop_mix = nn.Dropout(cfg.dropout)
         self.drop_ffn = nn.Dropout(cfg.dropout)
@@ -191,9 +192,9 @@ class TransformerBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.pre_ln = cfg.block == "pre_ln"
-        self.ln_attn = nn.LayerNorm(cfg.d, eps=1e-5)
+        self.ln_attn = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
         self.attn = CausalSelfAttention(cfg)
-        self.ln_ffn = nn.LayerNorm(cfg.d, eps=1e-5)
+        self.ln_ffn = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
         self.ffn = FeedForward(cfg)
         self.drop_attn = nn.Dropout(cfg.dropout)
         self.drop_ffn = nn.Dropout(cfg.dropout)
@@ -222,7 +223,7 @@ class LanguageModel(nn.Module):
         self.pos_emb = nn.Embedding(cfg.Lmax, cfg.d)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(blocks)
-        self.ln_f = nn.LayerNorm(cfg.d, eps=1e-5)
+        self.ln_f = nn.LayerNorm(cfg.d, eps=cfg.ln_eps)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -63,8 +63,9 @@ static void check_family(const char *family, const char *block, const char *extr
     gf_lm_free(&lm);
 }
 
-GF_TEST(golden, export_loads_in_torch_grassmann) { check_family("grassmann", "post_ln", "offsets = 1,2,4\n"); }
+/* ln_eps far from the default: the export must carry it to every LayerNorm of the reference */
+GF_TEST(golden, export_loads_in_torch_grassmann) { check_family("grassmann", "post_ln", "offsets = 1,2,4\nln_eps = 0.5\n"); }
 GF_TEST(golden, export_loads_in_torch_grassmann_pre_schedule) {
     check_family("grassmann", "pre_ln", "offset_schedule = 1,3\n");
 }
-GF_TEST(golden, export_loads_in_torch_transformer) { check_family("transformer", "pre_ln", ""); }
+GF_TEST(golden, export_loads_in_torch_transformer) { check_family("transformer", "pre_ln", "ln_eps = 0.5\n"); }
