@@ -48,6 +48,7 @@
 
 #define GF_NLI_CLASSES 3
 #define GF_NLI_MAX_LAYERS 16
+#define GF_NLI_BLOCK GF_BLOCK_PRE_LN /* every NLI encoder layer (the recipe's [model] block is LM-only) */
 
 typedef struct gf_nli_cfg {
     gf_family family;              /* GF_FAMILY_GRASSMANN or GF_FAMILY_TRANSFORMER */

@@ -29,7 +29,7 @@ void gf_nli_cfg_default(gf_nli_cfg *c, gf_family family) {
 /* The block every layer of the NLI encoder uses: pre-LN, gated, windowed bidirectional pairs or
  * bidirectional attention over unpadded keys. */
 static gf_block_cfg block_cfg(const gf_nli_cfg *c) {
-    return (gf_block_cfg){.family = c->family, .kind = GF_BLOCK_PRE_LN, .d_model = c->d_model, .d_ff = c->d_ff,
+    return (gf_block_cfg){.family = c->family, .kind = GF_NLI_BLOCK, .d_model = c->d_model, .d_ff = c->d_ff,
                           .dropout = c->dropout, .ln_eps = c->ln_eps, .pairing = GF_PAIR_WINDOW, .r = c->r,
                           .mix_heads = c->mix_heads, .window = c->window, .stride = c->stride, .eps = c->eps,
                           .normalize = c->normalize, .gate = 1, .plucker = 1, .heads = c->heads, .causal = 0};

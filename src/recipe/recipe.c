@@ -546,6 +546,14 @@ static gf_status finish(resolve_ctx *rc) {
         r->eval.batch_size = r->train.batch_size;
         derive(rc, "eval", "batch_size", "train batch_size");
     }
+    if (ds) { /* the NLI encoder's blocks are always pre-LN, gated, with Pluecker features (gf_nli) */
+        if (r->model.family == GF_FAMILY_GRASSMANN && (!r->model.gate || !r->model.plucker))
+            return key_error(rc, "model", r->model.gate ? "plucker" : "gate",
+                             "false is an ablation of the language model only (dataset wikitext2); the snli "
+                             "encoder is always gated, with Pluecker features");
+        r->model.block = GF_NLI_BLOCK; /* recorded as what runs, whatever a recipe said */
+        derive(rc, "model", "block", "snli encoders are pre_ln");
+    }
 
     if (!ds && r->model.max_len < r->data.seq_len)
         return key_error(rc, "model", "max_len", "must be >= [data] seq_len (%lld), got %lld",

@@ -215,6 +215,11 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
     char d[900], ck[1000];
     snprintf(d, sizeof d, "%s/nli-sample", rel_runs_dir());
     snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    /* the run records the block the NLI encoder ran (pre_ln), not the recipe's LM default */
+    snprintf(p, sizeof p, "%s/summary.tsv", d);
+    char *summary = gf_test_slurp(p, NULL);
+    GF_CHECK(summary && strstr(summary, "\nblock\tpre_ln\n"), "%s: no 'block pre_ln' line", p);
+    free(summary);
     const char *sm[] = {"sample", d, "--prompt", "the man", "--ckpt", "last", NULL};
     rel_gflow(&res, 0, sm);
     GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "not a language model"),
