@@ -1,7 +1,7 @@
 /* test_sample.c — `gflow sample` through the real binary on a tiny trained run of each family:
  * the decoder's greedy text equals the recompute path's while prompt + continuation fit in
- * max_len; continuations past max_len and batched continuations (--n) are produced; numeric
- * flags are checked. */
+ * max_len; continuations past max_len and batched continuations (--n) are produced; --seed
+ * reproduces, --top-k 1 is greedy; numeric flags are checked. */
 #include "gf_test.h"
 #include "rel_util.h"
 
@@ -93,4 +93,24 @@ GF_TEST(smoke, sample_numeric_flags_checked) {
                  t ? t : "");
         free(t);
     }
+}
+
+/* --seed makes sampling reproducible and different seeds differ; --top-k 1 keeps only the most
+ * likely token, so at any temperature it is the greedy (--temperature 0) text */
+GF_TEST(smoke, sample_seed_and_top_k) {
+    char run[700], o[3][800], args[1400];
+    train_tiny("sample-seed", "grassmann", run, sizeof run);
+    for (int i = 0; i < 3; i++) snprintf(o[i], sizeof o[i], "%s/s%d.txt", run, i);
+    static const char *const opts[3] = {"--seed 7", "--seed 7", "--seed 8"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "'%s' --prompt 'the' --tokens 40 --temperature 2 %s", run, opts[i]);
+        GF_CHECK(sample_to(o[i], args) == 0, "sample %s failed", opts[i]);
+    }
+    GF_CHECK(rel_files_equal(o[0], o[1]), "--seed 7 twice gave different texts");
+    GF_CHECK(!rel_files_equal(o[0], o[2]), "--seed 7 and --seed 8 gave the same 40 tokens at temperature 2");
+    snprintf(args, sizeof args, "'%s' --prompt 'the' --tokens 20 --temperature 0", run);
+    GF_CHECK(sample_to(o[0], args) == 0, "greedy sample failed");
+    snprintf(args, sizeof args, "'%s' --prompt 'the' --tokens 20 --temperature 2 --top-k 1 --seed 3", run);
+    GF_CHECK(sample_to(o[1], args) == 0, "--top-k 1 sample failed");
+    GF_CHECK(rel_files_equal(o[0], o[1]), "--top-k 1 at temperature 2 is not the greedy text");
 }

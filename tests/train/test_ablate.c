@@ -1,15 +1,17 @@
 /* test_ablate.c — ablation studies end to end on a tiny synthetic corpus: a hand-made base run
  * is recognised, variants run once and are skipped after, an interrupted study resumes to the
- * same metrics bytes as an uninterrupted one, seeds name their runs, malformed files name
- * file:line before anything runs. */
+ * same metrics bytes as an uninterrupted one, seeds name their runs, --only and --dry-run do what
+ * they say, malformed files name file:line before anything runs. */
 #include "gf_test.h"
 #include "test_util.h"
 #include "gflow.h"
 #include "gflow/ablate.h"
 #include "gflow/train.h"
+#include "reliability/rel_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* <tmp>/abl/base.ini (a tiny recipe) and <tmp>/abl/studies/ for ablation files */
@@ -259,4 +261,41 @@ GF_TEST(smoke, ablate_malformed_files_name_lines) {
     char p[800];
     snprintf(p, sizeof p, "%s/out/bad", setup());
     GF_CHECK(access(p, F_OK) != 0, "nothing ran for a malformed file");
+}
+
+/* `gflow ablate FILE [--only V] --dry-run` on stdout (exit status in *rc) */
+static char *ablate_cli(const char *file, const char *args, int *rc) {
+    char cmd[2400], out[900];
+    snprintf(out, sizeof out, "%s/abl/cli.out", gf_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' ablate '%s' %s > '%s' 2>&1", rel_gflow_exe(), file, args, out);
+    int st = system(cmd);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return gf_test_slurp(out, NULL);
+}
+
+/* --dry-run plans and creates nothing; --only trains the named variant and leaves the others
+ * unstarted; the next plan shows it finished and the rest not selected */
+GF_TEST(smoke, ablate_only_and_dry_run) {
+    const char *root = setup();
+    char f[800], p[900];
+    study_file(f, sizeof f, "d.ini", "d", "");
+    int rc;
+    char *plan = ablate_cli(f, "--dry-run", &rc);
+    GF_CHECK(rc == 0 && plan && strstr(plan, "base                         start\n") &&
+                 strstr(plan, "r4                           start\n"),
+             "dry run: exit %d:\n%s", rc, plan ? plan : "");
+    free(plan);
+    snprintf(p, sizeof p, "%s/out/d", root);
+    GF_CHECK(access(p, F_OK) != 0, "--dry-run created %s", p);
+    free(ablate_cli(f, "--only r4 --quiet", &rc));
+    GF_CHECK(rc == 0, "--only r4: exit %d", rc);
+    snprintf(p, sizeof p, "%s/out/d/r4/summary.tsv", root);
+    GF_CHECK(access(p, F_OK) == 0, "--only r4 did not finish r4 (%s)", p);
+    snprintf(p, sizeof p, "%s/out/d/base/metrics.tsv", root);
+    GF_CHECK(access(p, F_OK) != 0, "--only r4 started base (%s)", p);
+    plan = ablate_cli(f, "--only r4 --dry-run", &rc);
+    GF_CHECK(rc == 0 && plan && strstr(plan, "base                         not selected (--only)\n") &&
+                 strstr(plan, "r4                           skip (finished)\n"),
+             "second plan: exit %d:\n%s", rc, plan ? plan : "");
+    free(plan);
 }
