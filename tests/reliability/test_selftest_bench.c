@@ -1,0 +1,68 @@
+/* test_selftest_bench.c — the two commands that need no data, through the real binary:
+ * `gflow selftest` passes when trained long enough and fails (exit 1) when not; `gflow bench`
+ * on the CPU reports a model of the recipe's size at its initial loss, and its figures agree
+ * with each other (tokens/s with ms/step, training FLOPs with forward FLOPs). */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* `gflow ARGS` with stdout and stderr to <tmp>/rel/NAME.out; its text (caller frees), status in *rc */
+static char *gflow_out(const char *name, const char *args, int *rc) {
+    char out[900], cmd[3000];
+    snprintf(out, sizeof out, "%s/../%s.out", rel_runs_dir(), name);
+    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", rel_gflow_exe(), args, out);
+    int st = system(cmd);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return gf_test_slurp(out, NULL);
+}
+
+/* the number after "key: " in text, NAN when absent */
+static double field(const char *text, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s: ", key);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+GF_TEST(smoke, selftest_passes_and_can_fail) {
+    int rc;
+    char *t = gflow_out("selftest", "selftest --steps 200 --threads 1", &rc);
+    GF_CHECK(rc == 0 && t && strstr(t, ", PASS\n"), "selftest 200 steps: exit %d: %s", rc, t ? t : "");
+    free(t);
+    /* one step cannot reach a tenth of ln V: the check must say FAIL and exit 1 */
+    t = gflow_out("selftest", "selftest --steps 1 --threads 1", &rc);
+    GF_CHECK(rc == 1 && t && strstr(t, ", FAIL\n"), "selftest 1 step: exit %d: %s", rc, t ? t : "");
+    free(t);
+}
+
+GF_TEST(smoke, bench_cpu_figures_agree) {
+    char args[1200];
+    int rc;
+    snprintf(args, sizeof args, "info '%s'", rel_base_recipe());
+    char *info = gflow_out("bench-info", args, &rc);
+    GF_REQUIRE(rc == 0 && info, "gflow info: %s", info ? info : "");
+    double params = field(info, "parameters");
+    free(info);
+    snprintf(args, sizeof args, "bench '%s' --steps 3 --warmup 1 --peak-n 0 --no-profile --threads 1",
+             rel_base_recipe());
+    char *t = gflow_out("bench", args, &rc);
+    GF_REQUIRE(rc == 0 && t, "gflow bench: exit %d: %s", rc, t ? t : "");
+    double loss = field(t, "loss_last"), tps = field(t, "tokens_per_s"),
+           ms = field(t, "ms_per_step"), fwd = field(t, "flops_per_token_fwd"),
+           train = field(t, "flops_per_step_train");
+    const char *bl = strstr(t, " V="), *ll = strstr(t, " L="), *bb = strstr(t, " B=");
+    GF_REQUIRE(bl && ll && bb, "bench header lacks V=, L=, B=: %s", t);
+    double V = strtod(bl + 3, NULL), L = strtod(ll + 3, NULL), B = strtod(bb + 3, NULL);
+    GF_CHECK(field(t, "params") == params, "bench params %g, gflow info %g", field(t, "params"), params);
+    /* random tokens: an untrained model's loss is about ln V */
+    GF_CHECK(fabs(loss - log(V)) < 0.3, "loss_last %g, ln V %g", loss, log(V));
+    GF_CHECK(tps > 0 && fabs(tps - B * L * 1000.0 / ms) <= 0.01 * tps, "tokens/s %g, B*L/ms_per_step %g", tps,
+             B * L * 1000.0 / ms);
+    GF_CHECK(fwd > 0 && fabs(train - 3 * fwd * B * L) <= 1e-3 * train, "training FLOPs %g, 3 x forward x B*L %g",
+             train, 3 * fwd * B * L);
+    free(t);
+}
