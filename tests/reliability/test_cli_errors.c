@@ -180,11 +180,11 @@ GF_TEST(unit, rel_numeric_options_checked) {
     }
 }
 
-/* Issue 20 item 6: `gflow sample` on an NLI (SNLI) run is one line, exit 1, naming the checkpoint
- * and why (no language model to generate with); nothing is written. */
-GF_TEST(smoke, rel_sample_refuses_nli_run) {
-    char dd[800], p[3000], sd[900];
-    snprintf(dd, sizeof dd, "%s/../snli-data", rel_runs_dir());
+/* <tmp>/rel/NAME: SNLI train/dev/test files (snli_{train,dev,test}.txt) of 40 pairs of
+ * consecutive corpus sentences; bad_row (not NULL) is appended to the train file as line 42 */
+static void snli_data(const char *name, const char *bad_row, char *dd, size_t cap) {
+    char p[3000];
+    snprintf(dd, cap, "%s/../%s", rel_runs_dir(), name);
     snprintf(p, sizeof p, "mkdir -p '%s' && cp '%s/train.txt' '%s/'", dd, rel_data_dir(), dd);
     GF_REQUIRE(system(p) == 0, "%s", p);
     /* pairs of consecutive corpus sentences (the word tokenizer knows their words), labels in turn */
@@ -201,9 +201,18 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
         GF_REQUIRE(f, "%s", p);
         fprintf(f, "gold_label\tsentence1\tsentence2\tpairID\n");
         for (int k = 1; k < n; k++) fprintf(f, "%s\t%s\t%s\tp%d\n", labels[k % 3], lines[k - 1], lines[k], k);
+        if (s == 0 && bad_row) fprintf(f, "%s\n", bad_row);
         fclose(f);
     }
     free(corpus);
+}
+
+/* Issue 20 item 6: `gflow sample` on an NLI (SNLI) run is one line, exit 1, naming the checkpoint
+ * and why (no language model to generate with); nothing is written. */
+GF_TEST(smoke, rel_sample_refuses_nli_run) {
+    char dd[800], sd[900], p[1000];
+    snli_data("snli-data", NULL, dd, sizeof dd);
+    GF_REQUIRE(!gf_test_failed_now(), "SNLI files");
     snprintf(sd, sizeof sd, "data.dir=%s", dd);
     const char *t[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=nli-sample", "--set", sd,
                        "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
@@ -224,6 +233,29 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
     rel_gflow(&res, 0, sm);
     GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "not a language model"),
              "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+}
+
+/* [data] skip_bad_rows: a malformed train row stops an SNLI run at its file:line; with the key
+ * set the run counts it as skipped and trains */
+GF_TEST(smoke, rel_snli_skip_bad_rows) {
+    char dd[800], sd[900];
+    snli_data("snli-bad", "maybe\ta man\ttwo dogs\tp99", dd, sizeof dd);
+    GF_REQUIRE(!gf_test_failed_now(), "SNLI files");
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    const char *t[] = {"train", rel_base_recipe(), "--set", "run.name=nli-bad", "--set", sd,
+                       "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
+                       "data.valid_file=snli_dev.txt", "--set", "data.test_file=snli_test.txt", "--set",
+                       "data.max_sentence_len=12", "--set", "model.mix_heads=1", "--set", "train.max_steps=2",
+                       "--overwrite", NULL, NULL, NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "snli_train.txt:42") && strstr(res.err, "maybe"),
+             "strict: exit %d: %s", res.exit_code, res.err);
+    t[21] = "--set", t[22] = "data.skip_bad_rows=true";
+    rel_gflow(&res, 0, t);
+    GF_CHECK(res.exit_code == 0 && strstr(res.err, "snli_train.txt: 40 pairs (0 without a gold label skipped, "
+                                                   "1 malformed skipped"),
+             "skip_bad_rows: exit %d: %s", res.exit_code, res.err);
 }
 
 /* Every command's --help exits 0 and starts with its usage line, and every option it advertises
