@@ -77,3 +77,16 @@ int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long
              name, gf_test_tmpdir(), device, dir, gf_test_tmpdir(), family, steps);
     return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
 }
+
+double gf_test_summary_value(const char *dir, const char *key) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/summary.tsv", dir);
+    char *s = gf_test_slurp(p, NULL);
+    if (!s) return NAN;
+    char pat[80];
+    snprintf(pat, sizeof pat, "\n%s\t", key);
+    char *q = strstr(s, pat);
+    double v = q ? strtod(q + strlen(pat), NULL) : NAN;
+    free(s);
+    return v;
+}

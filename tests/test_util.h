@@ -23,5 +23,7 @@ void gf_test_write_splits(const char *dir, int train_lines, int eval_lines);
  * (written once), named `name`, family `family`, at most `steps` steps, on `device` ("cpu",
  * "cuda"), runs in tmpdir/runs */
 int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device);
+/* the value of `key` in run directory dir's summary.tsv, NAN when absent */
+double gf_test_summary_value(const char *dir, const char *key);
 
 #endif

@@ -16,20 +16,6 @@ static gf_status tiny_recipe(gf_recipe *r, const char *name, const char *family,
     return gf_test_tiny_recipe(r, name, family, (long long)steps, "cpu");
 }
 
-static double summary_value(const char *dir, const char *key) {
-    char p[800];
-    snprintf(p, sizeof p, "%s/summary.tsv", dir);
-    size_t n;
-    char *s = gf_test_slurp(p, &n);
-    if (!s) return NAN;
-    char pat[80];
-    snprintf(pat, sizeof pat, "\n%s\t", key);
-    char *q = strstr(s, pat);
-    double v = q ? strtod(q + strlen(pat), NULL) : NAN;
-    free(s);
-    return v;
-}
-
 GF_TEST(smoke, train_tiny_grassmann_learns) {
     gf_recipe r;
     GF_REQUIRE_OK(tiny_recipe(&r, "learn", "grassmann", 120));
@@ -38,7 +24,7 @@ GF_TEST(smoke, train_tiny_grassmann_learns) {
     GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
     char dir[700];
     snprintf(dir, sizeof dir, "%s/runs/learn", gf_test_tmpdir());
-    double ppl = summary_value(dir, "best_val_ppl"), test = summary_value(dir, "test_ppl");
+    double ppl = gf_test_summary_value(dir, "best_val_ppl"), test = gf_test_summary_value(dir, "test_ppl");
     /* ~30 word types; a uniform guess is ppl ~30 and the unigram entropy of this grammar about e^3;
      * the grammar itself allows ~5 choices at a few positions, so a model that learned it is far lower */
     GF_CHECK(ppl < 4.0, "best validation perplexity %.3f, expected < 4 (broken model: > 10)", ppl);
@@ -273,9 +259,9 @@ GF_TEST(smoke, train_early_stop_patience) {
              spe + spe / 2);
     GF_CHECK(ntest == 1 && test_step == spe / 2, "%d test rows, at step %lld; expected one, at the best step %lld",
              ntest, test_step, spe / 2);
-    GF_CHECK(summary_value(dir, "best_step") == (double)(spe / 2), "summary best_step %g, expected %lld",
-             summary_value(dir, "best_step"), spe / 2);
-    GF_CHECK(summary_value(dir, "steps") == (double)(spe + spe / 2), "summary steps %g", summary_value(dir, "steps"));
+    GF_CHECK(gf_test_summary_value(dir, "best_step") == (double)(spe / 2), "summary best_step %g, expected %lld",
+             gf_test_summary_value(dir, "best_step"), spe / 2);
+    GF_CHECK(gf_test_summary_value(dir, "steps") == (double)(spe + spe / 2), "summary steps %g", gf_test_summary_value(dir, "steps"));
 }
 
 /* [eval] split (docs/recipe-keys.md) is gflow eval's default split; training still selects the
@@ -302,11 +288,11 @@ GF_TEST(smoke, eval_split_is_gflow_evals_default) {
              (long long)dflt.n_tokens, test.loss, (long long)test.n_tokens);
     GF_CHECK(valid.loss != test.loss, "valid and test give the same loss %.9g: the test cannot tell them apart",
              valid.loss);
-    GF_CHECK(fabs(summary_value(dir, "best_val_loss") - valid.loss) < 1e-5,
+    GF_CHECK(fabs(gf_test_summary_value(dir, "best_val_loss") - valid.loss) < 1e-5,
              "summary best_val_loss %.9g, the best checkpoint's valid loss %.9g (training must select on valid)",
-             summary_value(dir, "best_val_loss"), valid.loss);
-    GF_CHECK(fabs(summary_value(dir, "test_loss") - test.loss) < 1e-5, "summary test_loss %.9g, eval %.9g",
-             summary_value(dir, "test_loss"), test.loss);
+             gf_test_summary_value(dir, "best_val_loss"), valid.loss);
+    GF_CHECK(fabs(gf_test_summary_value(dir, "test_loss") - test.loss) < 1e-5, "summary test_loss %.9g, eval %.9g",
+             gf_test_summary_value(dir, "test_loss"), test.loss);
 }
 
 /* [run] seed decides the run: two fresh runs with one seed end on the same validation loss, bit
@@ -330,7 +316,7 @@ GF_TEST(smoke, train_seed_decides_the_run) {
         GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
         char dir[700];
         snprintf(dir, sizeof dir, "%s/runs/%s", gf_test_tmpdir(), name);
-        v[i] = summary_value(dir, "best_val_loss");
+        v[i] = gf_test_summary_value(dir, "best_val_loss");
     }
     GF_CHECK(v[0] == v[1], "seed 11 twice: best validation loss %.9g then %.9g", v[0], v[1]);
     GF_CHECK(v[0] != v[2], "seeds 11 and 12: the same best validation loss %.9g", v[0]);
