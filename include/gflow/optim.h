@@ -70,7 +70,9 @@ typedef struct gf_schedule_cfg {
  *   lr_t = min_lr + (lr-min_lr)*(1+cos(pi*t))/2 (min_lr from step total_steps on).
  * epoch_cosine: e = step/steps_per_epoch, E = ceil(total_steps/steps_per_epoch),
  *   lr_e = min_lr + (lr-min_lr)*(1+cos(pi*e/E))/2, constant within an epoch
- *   (warmup, if any, multiplies the first W steps by (step+1)/W). */
+ *   (warmup, if any, multiplies the first W steps by (step+1)/W).
+ * The trainer passes total_steps = epochs * steps_per_epoch: [train] max_steps cuts a run short
+ * without shortening its schedule (test smoke/train_lr_column_follows_cosine_schedule). */
 double gf_schedule_lr(const gf_schedule_cfg *cfg, int64_t step, int64_t steps_per_epoch,
                       int64_t total_steps);
 
