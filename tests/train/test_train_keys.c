@@ -1,6 +1,7 @@
 /* test_train_keys.c — recipe keys whose effect on a run no other test pinned down: the [schedule]
- * learning rate a run logs, the [optim] keys' way into AdamW, [data] train_fraction's steps per
- * epoch, and that [eval] batch_size does not change what an evaluation measures. */
+ * learning rate a run logs, the [optim] keys' way into AdamW and clip's into the step, [data]
+ * train_fraction's steps per epoch, and that [eval] batch_size does not change what an evaluation
+ * measures. */
 #include "gf_test.h"
 #include "test_util.h"
 #include "gflow.h"
@@ -194,4 +195,29 @@ GF_TEST(smoke, eval_batch_size_does_not_change_the_loss) {
                  (long long)(N - 1));
         GF_CHECK_NEAR(res.loss, ref.loss, 0, 1e-6);
     }
+}
+
+/* [optim] clip reaches the step (it bypasses gf_adamw_cfg). Clipping the global norm to 1e-12
+ * leaves AdamW's update lr * m / (sqrt(v) + eps) about 1e-6 of lr (gradients far below eps), so
+ * the run ends where a run at lr 1e-30 does; clip 0 (off) learns. Weight decay off: it alone
+ * would move the weights. */
+GF_TEST(smoke, train_clip_reaches_the_step) {
+    static const char *const lr_or_clip[3] = {"optim.clip=1e-12", "optim.lr=1e-30", "optim.clip=0"};
+    double v[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "keys-clip%d", i);
+        const char *sets[] = {lr_or_clip[i], "optim.weight_decay=0", "model.dropout=0", "train.eval_every=0",
+                              "schedule.min_lr=0"};
+        gf_recipe r;
+        GF_REQUIRE_OK(keys_recipe(&r, name, 12, sets, 5));
+        gf_train_opts o = {.quiet = 1};
+        int intr = 0;
+        GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/runs/%s", gf_test_tmpdir(), name);
+        v[i] = gf_test_summary_value(dir, "best_val_loss");
+    }
+    GF_CHECK(fabs(v[0] - v[1]) < 1e-3, "clip 1e-12: validation loss %.6f, untrained (lr 1e-30) %.6f", v[0], v[1]);
+    GF_CHECK(v[2] < v[1] - 0.1, "clip off: validation loss %.6f, not below the untrained %.6f", v[2], v[1]);
 }
