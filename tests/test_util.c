@@ -2,6 +2,7 @@
 #include "test_util.h"
 #include "gf_test.h"
 #include "gflow/rng.h"
+#include "gflow/train.h"
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,8 @@ void gf_test_write_splits(const char *dir, int train_lines, int eval_lines) {
     }
 }
 
-int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device) {
+static int tiny(gf_recipe *r, const char *name, const char *family, long long steps, const char *device,
+                const char *const *sets, int nsets) {
     char dir[600], p[700], text[4096];
     snprintf(dir, sizeof dir, "%s/data", gf_test_tmpdir());
     snprintf(p, sizeof p, "%s/train.txt", dir);
@@ -75,7 +77,28 @@ int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long
              "[train]\nepochs = 50\nbatch_size = 8\nmax_steps = %lld\nlog_every = 1000\neval_every = 10\n"
              "eval_batches = 3\n",
              name, gf_test_tmpdir(), device, dir, gf_test_tmpdir(), family, steps);
-    return gf_recipe_parse_text(text, "tiny.ini", NULL, 0, r);
+    return gf_recipe_parse_text(text, "tiny.ini", sets, nsets, r);
+}
+
+int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device) {
+    return tiny(r, name, family, steps, device, NULL, 0);
+}
+
+int gf_test_tiny_recipe_sets(gf_recipe *r, const char *name, long long steps, const char *const *sets, int nsets) {
+    return tiny(r, name, "grassmann", steps, "cpu", sets, nsets);
+}
+
+double gf_test_train_summary(const char *name, long long steps, const char *const *sets, int nsets, const char *key) {
+    gf_recipe r;
+    gf_train_opts o = {.quiet = 1};
+    int intr = 0;
+    if (gf_test_tiny_recipe_sets(&r, name, steps, sets, nsets) || gf_train_run(&r, &o, &intr)) {
+        gf_test_fail(__FILE__, __LINE__, "run %s: %s", name, gf_last_error());
+        return NAN;
+    }
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/runs/%s", gf_test_tmpdir(), name);
+    return gf_test_summary_value(dir, key);
 }
 
 double gf_test_summary_value(const char *dir, const char *key) {

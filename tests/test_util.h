@@ -23,6 +23,10 @@ void gf_test_write_splits(const char *dir, int train_lines, int eval_lines);
  * (written once), named `name`, family `family`, at most `steps` steps, on `device` ("cpu",
  * "cuda"), runs in tmpdir/runs */
 int gf_test_tiny_recipe(gf_recipe *r, const char *name, const char *family, long long steps, const char *device);
+/* gf_test_tiny_recipe (grassmann, cpu) with "section.key=value" overrides on top */
+int gf_test_tiny_recipe_sets(gf_recipe *r, const char *name, long long steps, const char *const *sets, int nsets);
+/* train that recipe to its end and return `key` of its summary.tsv (NAN, test failed, when it fails) */
+double gf_test_train_summary(const char *name, long long steps, const char *const *sets, int nsets, const char *key);
 /* the value of `key` in run directory dir's summary.tsv, NAN when absent */
 double gf_test_summary_value(const char *dir, const char *key);
 

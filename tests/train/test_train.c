@@ -301,22 +301,9 @@ GF_TEST(smoke, train_seed_decides_the_run) {
     double v[3];
     static const char *const seeds[3] = {"run.seed=11", "run.seed=11", "run.seed=12"};
     for (int i = 0; i < 3; i++) {
-        gf_recipe r;
-        char name[32], set_name[48];
+        char name[32];
         snprintf(name, sizeof name, "seed%d", i);
-        snprintf(set_name, sizeof set_name, "run.name=%s", name);
-        GF_REQUIRE_OK(tiny_recipe(&r, name, "grassmann", 8));
-        const char *sets[] = {seeds[i], set_name};
-        char *rt = NULL;
-        GF_REQUIRE_OK(gf_recipe_resolved_text(&r, &rt));
-        GF_REQUIRE_OK(gf_recipe_parse_text(rt, "seed.ini", sets, 2, &r));
-        free(rt);
-        gf_train_opts o = {.quiet = 1};
-        int intr = 0;
-        GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
-        char dir[700];
-        snprintf(dir, sizeof dir, "%s/runs/%s", gf_test_tmpdir(), name);
-        v[i] = gf_test_summary_value(dir, "best_val_loss");
+        v[i] = gf_test_train_summary(name, 8, &seeds[i], 1, "best_val_loss");
     }
     GF_CHECK(v[0] == v[1], "seed 11 twice: best validation loss %.9g then %.9g", v[0], v[1]);
     GF_CHECK(v[0] != v[2], "seeds 11 and 12: the same best validation loss %.9g", v[0]);

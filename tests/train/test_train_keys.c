@@ -10,17 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the tiny training recipe (gf_test_tiny_recipe) named `name`, with `sets` applied on top */
-static gf_status keys_recipe(gf_recipe *r, const char *name, int64_t steps, const char *const *sets, int nsets) {
-    gf_status st = gf_test_tiny_recipe(r, name, "grassmann", (long long)steps, "cpu");
-    if (st) return st;
-    char *rt = NULL;
-    if ((st = gf_recipe_resolved_text(r, &rt))) return st;
-    st = gf_recipe_parse_text(rt, "x.ini", sets, nsets, r);
-    free(rt);
-    return st;
-}
-
 /* [schedule] kind, warmup_steps, min_lr: every train row's lr column is the schedule's lr for the
  * step that row logs. The row of step s (1-based, written after the step) carries the lr that step
  * used, gf_schedule_lr at the 0-based step s-1 (trainer.c train_one). The schedule spans all
@@ -35,7 +24,7 @@ static void schedule_lr_column(const char *name, const char *kind, gf_schedule_k
     const char *sets[] = {set_kind, "schedule.warmup_steps=4", "schedule.min_lr=1e-3", "optim.lr=2e-2",
                           "train.epochs=3", "data.train_fraction=0.2", "train.eval_every=0", "train.eval_batches=1"};
     gf_recipe r;
-    GF_REQUIRE_OK(keys_recipe(&r, name, STEPS, sets, (int)(sizeof sets / sizeof *sets)));
+    GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&r, name, STEPS, sets, (int)(sizeof sets / sizeof *sets)));
     gf_train_opts o = {.quiet = 1};
     int intr = 0;
     GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
@@ -103,7 +92,7 @@ GF_TEST(unit, recipe_optim_keys_reach_adamw) {
     };
     for (int i = 0; i < 2; i++) {
         gf_recipe r;
-        GF_REQUIRE_OK(keys_recipe(&r, "keys-optim", 1, c[i].sets, 10));
+        GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&r, "keys-optim", 1, c[i].sets, 10));
         gf_adamw_cfg a;
         gf_schedule_cfg sc;
         memset(&a, 0x55, sizeof a);
@@ -129,7 +118,7 @@ GF_TEST(unit, recipe_optim_keys_reach_adamw) {
  * an epoch, about half of the full split's. A one-epoch run takes exactly that many steps. */
 GF_TEST(smoke, train_fraction_halves_the_epoch) {
     gf_recipe full;
-    GF_REQUIRE_OK(keys_recipe(&full, "keys-frac-full", 1, NULL, 0));
+    GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&full, "keys-frac-full", 1, NULL, 0));
     gf_session s;
     GF_REQUIRE_OK(gf_session_open(&s, &full, 0));
     int64_t full_windows = 0;
@@ -144,7 +133,7 @@ GF_TEST(smoke, train_fraction_halves_the_epoch) {
                (long long)want);
     const char *sets[] = {"data.train_fraction=0.5", "train.epochs=1", "train.max_steps=0", "train.eval_every=0"};
     gf_recipe r;
-    GF_REQUIRE_OK(keys_recipe(&r, "keys-frac-half", 1, sets, 4));
+    GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&r, "keys-frac-half", 1, sets, 4));
     gf_train_opts o = {.quiet = 1};
     int intr = 0;
     GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
@@ -162,7 +151,7 @@ GF_TEST(smoke, train_fraction_halves_the_epoch) {
  * one larger than the split (a single partial batch). */
 GF_TEST(smoke, eval_batch_size_does_not_change_the_loss) {
     gf_recipe r;
-    GF_REQUIRE_OK(keys_recipe(&r, "keys-evalbs", 8, NULL, 0));
+    GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&r, "keys-evalbs", 8, NULL, 0));
     gf_train_opts o = {.quiet = 1};
     int intr = 0;
     GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
@@ -175,7 +164,7 @@ GF_TEST(smoke, eval_batch_size_does_not_change_the_loss) {
                                      "eval.batch_size=4096"};
     for (int i = 0; i < 4; i++) {
         gf_recipe re;
-        GF_REQUIRE_OK(keys_recipe(&re, "keys-evalbs", 8, &bs[i], 1));
+        GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&re, "keys-evalbs", 8, &bs[i], 1));
         gf_session s;
         GF_REQUIRE_OK(gf_session_open(&s, &re, 0));
         gf_eval_result res;
@@ -209,14 +198,7 @@ GF_TEST(smoke, train_clip_reaches_the_step) {
         snprintf(name, sizeof name, "keys-clip%d", i);
         const char *sets[] = {lr_or_clip[i], "optim.weight_decay=0", "model.dropout=0", "train.eval_every=0",
                               "schedule.min_lr=0"};
-        gf_recipe r;
-        GF_REQUIRE_OK(keys_recipe(&r, name, 12, sets, 5));
-        gf_train_opts o = {.quiet = 1};
-        int intr = 0;
-        GF_REQUIRE_OK(gf_train_run(&r, &o, &intr));
-        char dir[700];
-        snprintf(dir, sizeof dir, "%s/runs/%s", gf_test_tmpdir(), name);
-        v[i] = gf_test_summary_value(dir, "best_val_loss");
+        v[i] = gf_test_train_summary(name, 12, sets, 5, "best_val_loss");
     }
     GF_CHECK(fabs(v[0] - v[1]) < 1e-3, "clip 1e-12: validation loss %.6f, untrained (lr 1e-30) %.6f", v[0], v[1]);
     GF_CHECK(v[2] < v[1] - 0.1, "clip off: validation loss %.6f, not below the untrained %.6f", v[2], v[1]);
