@@ -86,7 +86,8 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(model, max_len, INT, "0", 0, GF_RECIPE_MAX_LEN, MIN | MAX, 0,
       "Rows of the position table (Lmax); 0 = seq_len (snli: max_sentence_len). Must be >= seq_len."),
     K(model, dropout, FLOAT, "0.1", 0, 1, MIN | MAXX, 0, "Dropout on the embedding sum, after the mixer LN and on the FFN output."),
-    K(model, block, ENUM, "post_ln", 0, 0, 0, e_block, "Block layout: paper-literal post-LN, or pre-LN with residuals. snli: always pre_ln (recorded so, "
+    K(model, block, ENUM, "post_ln", 0, 0, 0, e_block,
+      "Block layout: paper-literal post-LN, or pre-LN with residuals. snli: always pre_ln (recorded so, "
       "whatever the recipe says)."),
     K(model, init_std, FLOAT, "0.02", 0, 0, MINX, 0, "Std of N(0, s) init for linear and embedding weights."),
     K(model, ln_eps, FLOAT, "1e-5", 0, 0, MINX, 0, "LayerNorm epsilon."),
@@ -145,7 +146,8 @@ const gf_recipe_key gf_recipe_schema[] = {
       "Decides only when to save: the run's results do not depend on it."),
 
     K(eval, batch_size, INT, "0", 0, 0, MIN, 0, "Evaluation batch size; 0 = train batch_size."),
-    K(eval, split, ENUM, "valid", 0, 0, 0, e_split, "Split `gflow eval` evaluates when no --split is given. Training always evaluates and "
+    K(eval, split, ENUM, "valid", 0, 0, 0, e_split,
+      "Split `gflow eval` evaluates when no --split is given. Training always evaluates and "
       "selects the best checkpoint on valid, and reports test once, for the best checkpoint."),
 };
 const int gf_recipe_n_keys = (int)(sizeof gf_recipe_schema / sizeof gf_recipe_schema[0]);
