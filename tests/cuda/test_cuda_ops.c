@@ -11,6 +11,7 @@
  * activation gradients stored fresh or zeroed, a tensor used twice, the tied head.
  *
  * Without a visible GPU the suite's gate closes it: one line "SKIP cuda: ...", nothing counted.
+ * In a build against the emulator (-Demulate_cuda=true) it opens, after one line saying so.
  */
 #include "cuda_check.h"
 
@@ -21,6 +22,10 @@ GF_TEST_GATE(cuda) {
     gf_cuda_probe(&info);
     if (!gf_cuda_built()) return "built without CUDA";
     if (info.n_devices == 0) return "no CUDA device visible";
+#ifdef GF_CUDA_EMULATOR /* said once per suite: what passes here was not run on a GPU */
+    printf("NOTE  cuda: on %s: the kernels' logic is checked, not a GPU (docs/cuda.md \"The emulator\")\n", info.name);
+    fflush(stdout);
+#endif
     return NULL;
 }
 

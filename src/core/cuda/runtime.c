@@ -36,6 +36,12 @@ static void format_cuda(char *buf, size_t n, cudaError_t e, const char *call, co
 /* Load cuBLAS (see gflow/cuda.h): its soname first (LD_LIBRARY_PATH, the executable's run path,
  * ld.so.conf), then the toolkit's copy found at configure time. Idempotent. */
 static gf_status load_cublas(void) {
+#ifdef GF_CUDA_EMULATOR /* the emulator's cuBLAS is linked in (src/core/cuda/emu/emu.cc) */
+    gf_cublas = (gf_cublas_api){cublasCreate_v2, cublasSetStream_v2, cublasSetMathMode, cublasGetMathMode,
+                                cublasSetWorkspace_v2, cublasSgemm_v2, cublasSaxpy_v2, cublasGetStatusString,
+                                cublasGetStatusName};
+    return GF_OK;
+#else
     static gf_status st = GF_E_COUNT; /* not tried */
     static char why[512];
     if (st == GF_E_COUNT) {
@@ -68,6 +74,7 @@ static gf_status load_cublas(void) {
         if (st) memset(&gf_cublas, 0, sizeof gf_cublas);
     }
     return st ? gf_error_set(st, "%s", why) : GF_OK;
+#endif
 }
 
 static void format_cublas(char *buf, size_t n, cublasStatus_t s, const char *call, const char *file, int line) {

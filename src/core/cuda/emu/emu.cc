@@ -1,0 +1,587 @@
+/* emu.cc — gflow's CUDA emulator (docs/cuda.md "The emulator"): the CUDA runtime API and the
+ * cuBLAS functions gflow calls, on the host, and the scheduler that runs kernels.
+ *
+ * It exists so that the CUDA backend's logic (indices, reductions, barriers, the tape's device
+ * paths, the trainer's GPU step) is executed and checked against the CPU path on machines
+ * without a GPU: suite cuda in a -Demulate_cuda=true build. It says nothing about a GPU's
+ * speed, memory behaviour, or its arithmetic where that differs from IEEE FP32 on the host
+ * (fused multiply-adds, the library's own summation orders, TF32 inside cuBLAS, which is modelled
+ * by rounding the inputs to TF32).
+ *
+ * Device memory is host memory handed out by cudaMalloc and recorded, so that copies, cuBLAS
+ * calls and kernel pointer arguments can be checked against it. Every kernel runs to completion
+ * at its launch (one stream, in order, so the program cannot tell). Within a block each CUDA
+ * thread is a fiber with its own stack (gf_emu_switch below); __syncthreads and the warp shuffles switch
+ * back to the scheduler, which resumes the threads in index order once every thread that has
+ * not exited waits at the same kind of barrier. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cblas.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <map>
+#include <mutex>
+
+#include "cuda_emu.h"
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+#define EMU_MAX_THREADS 1024
+#define EMU_STACK ((size_t)256 << 10)            /* per CUDA thread, with a guard page below */
+#define EMU_SMEM_DEFAULT 49152                   /* dynamic shared memory without the opt-in */
+#define EMU_SMEM_OPTIN 232448                    /* an H100's cudaDevAttrMaxSharedMemoryPerBlockOptin */
+#define EMU_TOTAL_MEM ((size_t)16 << 30)         /* what the emulated device reports and allows */
+
+static std::mutex lock;
+static std::map<uintptr_t, size_t> allocs; /* device memory: start -> bytes asked for */
+static size_t alloc_bytes;
+static cudaError_t last_error = cudaSuccess;   /* for cudaGetLastError */
+static std::map<const void *, int> smem_limit; /* cudaFuncAttributeMaxDynamicSharedMemorySize */
+
+[[noreturn]] static void fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fault(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gflow CUDA emulator: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (a GPU would fault or give wrong results here)\n", stderr);
+    va_end(ap);
+    fflush(stderr);
+    abort();
+}
+
+/* [p, p + bytes) inside one allocation? (bytes 0: p inside or one past the end) */
+static bool is_device(const void *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = allocs.upper_bound(a);
+    if (it == allocs.begin()) return false;
+    --it;
+    return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+static bool is_device_locked(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> g(lock);
+    return is_device(p, bytes);
+}
+
+/* ---- device, errors ---- */
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (device != 0) return cudaErrorInvalidDevice;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "gflow CUDA emulator (CPU, no GPU)");
+    prop->totalGlobalMem = EMU_TOTAL_MEM;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    if (device != 0) return cudaErrorInvalidDevice;
+    if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin) return cudaErrorInvalidValue;
+    *value = EMU_SMEM_OPTIN;
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    *version = 0; /* no CUDA runtime: the probe shows 0.0 */
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *version) {
+    *version = 0;
+    return cudaSuccess;
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    }
+    return "unknown error";
+}
+cudaError_t cudaGetLastError(void) {
+    std::lock_guard<std::mutex> g(lock);
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+/* ---- memory ---- */
+
+/* what an allocation of `bytes` takes: whole 256-byte units, at least one */
+static size_t taken(size_t bytes) { return bytes ? (bytes + 255) / 256 * 256 : 256; }
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    std::lock_guard<std::mutex> g(lock);
+    *p = NULL;
+    size_t n = taken(bytes);
+    if (n > EMU_TOTAL_MEM - alloc_bytes) return cudaErrorMemoryAllocation;
+    void *q = aligned_alloc(256, n);
+    if (!q) return cudaErrorMemoryAllocation;
+    memset(q, 0xff, n); /* a GPU's fresh memory is not zero: NaN bytes find reads before writes */
+    allocs[(uintptr_t)q] = bytes;
+    alloc_bytes += n;
+    *p = q;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    std::lock_guard<std::mutex> g(lock);
+    if (!p) return cudaSuccess;
+    auto it = allocs.find((uintptr_t)p);
+    if (it == allocs.end()) return cudaErrorInvalidValue;
+    alloc_bytes -= taken(it->second);
+    allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::mutex> g(lock);
+    *free_bytes = EMU_TOTAL_MEM - alloc_bytes;
+    *total_bytes = EMU_TOTAL_MEM;
+    return cudaSuccess;
+}
+/* the copy's direction must be the pointers' (the toolkit refuses a wrong kind) */
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
+    (void)s;
+    if (bytes == 0) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        bool dd = is_device(dst, bytes), sd = is_device(src, bytes);
+        bool ok = kind == cudaMemcpyHostToDevice   ? dd && !is_device(src, 0)
+                  : kind == cudaMemcpyDeviceToHost ? sd && !is_device(dst, 0)
+                  : kind == cudaMemcpyDeviceToDevice ? dd && sd
+                  : kind == cudaMemcpyHostToHost   ? !is_device(dst, 0) && !is_device(src, 0)
+                                                   : true;
+        if (!ok) return cudaErrorInvalidValue;
+    }
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
+    (void)s;
+    if (bytes == 0) return cudaSuccess;
+    if (!is_device_locked(dst, bytes)) return cudaErrorInvalidValue;
+    memset(dst, value, bytes);
+    return cudaSuccess;
+}
+
+/* ---- streams and events: every call has finished when it returns ---- */
+
+struct CUstream_st {
+    unsigned flags;
+};
+struct CUevent_st {
+    double t; /* seconds, CLOCK_MONOTONIC; < 0 before the first record */
+};
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    *s = new CUstream_st{flags};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new CUevent_st{-1.0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    if (!e) return cudaErrorInvalidValue;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!start || !end || start->t < 0 || end->t < 0) return cudaErrorInvalidValue;
+    *ms = (float)((end->t - start->t) * 1e3);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > EMU_SMEM_OPTIN)
+        return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(lock);
+    smem_limit[func] = value;
+    return cudaSuccess;
+}
+
+/* ---- cuBLAS on OpenBLAS ---- */
+
+struct cublasContext {
+    cublasMath_t math;
+};
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+    *handle = new cublasContext{CUBLAS_DEFAULT_MATH};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t s) {
+    (void)s;
+    return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
+    handle->math = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *mode = handle->math;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace, size_t bytes) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    return bytes == 0 || is_device_locked(workspace, bytes) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+/* an (rows, cols) column-major matrix with leading dimension ld lies in device memory */
+static bool matrix_on_device(const float *p, int rows, int cols, int ld) {
+    if (rows == 0 || cols == 0) return true;
+    return is_device_locked(p, ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * sizeof(float));
+}
+
+/* TF32: 10 mantissa bits, rounded to nearest (ties away, as the tensor cores' conversion) */
+static float *to_tf32(const float *a, int rows, int cols, int ld) {
+    float *t = (float *)malloc((size_t)cols * (size_t)ld * sizeof(float));
+    if (!t) return NULL;
+    for (size_t j = 0; j < (size_t)cols; j++)
+        for (size_t i = 0; i < (size_t)rows; i++) {
+            float x = a[j * (size_t)ld + i];
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+            memcpy(&t[j * (size_t)ld + i], &u, 4);
+        }
+    return t;
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                              float *C, int ldc) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    if (m < 0 || n < 0 || k < 0 || lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1) ||
+        (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!matrix_on_device(C, m, n, ldc) || (k > 0 && (!matrix_on_device(A, ar, ac, lda) ||
+                                                      !matrix_on_device(B, br, bc, ldb))))
+        fault("cublasSgemm(m %d, n %d, k %d, lda %d, ldb %d, ldc %d): a matrix is not (wholly) in device memory", m,
+              n, k, lda, ldb, ldc);
+    if (k == 0) { /* C = beta C; beta 0 stores zeros (C is not read) */
+        for (size_t j = 0; j < (size_t)n; j++)
+            for (size_t i = 0; i < (size_t)m; i++)
+                C[j * (size_t)ldc + i] = *beta == 0.0f ? 0.0f : *beta * C[j * (size_t)ldc + i];
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    float *a32 = NULL, *b32 = NULL;
+    if (handle->math == CUBLAS_TF32_TENSOR_OP_MATH) {
+        a32 = to_tf32(A, ar, ac, lda);
+        b32 = to_tf32(B, br, bc, ldb);
+        if (!a32 || !b32) {
+            free(a32);
+            free(b32);
+            return CUBLAS_STATUS_ALLOC_FAILED;
+        }
+    }
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb,
+                *beta, C, ldc);
+    free(a32);
+    free(b32);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, const float *x, int incx, float *y,
+                              int incy) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (n <= 0) return CUBLAS_STATUS_SUCCESS;
+    if (incx <= 0 || incy <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!is_device_locked(x, ((size_t)(n - 1) * incx + 1) * sizeof(float)) ||
+        !is_device_locked(y, ((size_t)(n - 1) * incy + 1) * sizeof(float)))
+        fault("cublasSaxpy(n %d): a vector is not (wholly) in device memory", n);
+    cblas_saxpy(n, *alpha, x, incx, y, incy);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusName(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+const char *cublasGetStatusString(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    }
+    return "unknown status";
+}
+
+} /* extern "C" */
+
+/* ---- kernels ---- */
+
+enum { T_RUN, T_AT_BLOCK, T_AT_WARP, T_DONE };
+
+/* The switch between fibers. glibc's swapcontext makes a system call (the signal mask) at every
+ * switch, which made the emulator spend most of its time in the kernel: on x86-64 the switch is
+ * these few instructions instead (the callee-saved registers, MXCSR and the x87 control word, as
+ * the System V ABI asks a function call to keep them). x86-64 only. */
+#if !defined(__x86_64__)
+#error "gflow's CUDA emulator switches fibers in x86-64 assembly: build it on an x86-64 machine"
+#endif
+extern "C" void gf_emu_switch(void **save_sp, void *to_sp);
+__asm__(".text\n"
+        ".globl gf_emu_switch\n"
+        ".type gf_emu_switch, @function\n"
+        "gf_emu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size gf_emu_switch, .-gf_emu_switch\n");
+
+struct fiber {
+    void *sp; /* saved stack pointer while switched out */
+    int state;
+    uint64_t shfl_gen; /* shuffles this thread has made in this block */
+};
+
+/* the static __shared__ arrays of every kernel (cuda_emu.h); weak: a program may have none */
+extern char __start_gf_emu_shared[] __attribute__((weak));
+extern char __stop_gf_emu_shared[] __attribute__((weak));
+
+static struct {
+    fiber *f;              /* [EMU_MAX_THREADS] */
+    unsigned char *stacks; /* EMU_MAX_THREADS × (guard page + EMU_STACK) */
+    size_t page;
+    void *sched_sp;
+    int n, cur, reverse;
+    gf_emu::body_fn body;
+    void *ctx;
+    const gf_emu::cfg *c;
+    uint64_t slots[EMU_MAX_THREADS / 32][2][32]; /* shuffle values: warp, generation parity, lane */
+    unsigned char *dyn;
+    size_t dyn_cap;
+} S;
+
+static void to_sched(fiber *f) { gf_emu_switch(&f->sp, S.sched_sp); }
+static void to_fiber(fiber *f) { gf_emu_switch(&S.sched_sp, f->sp); }
+[[noreturn]] static void fiber_main(void) {
+    S.body(S.ctx);
+    S.f[S.cur].state = T_DONE;
+    to_sched(&S.f[S.cur]); /* never resumed: the next block starts it afresh */
+    abort();
+}
+/* a fresh stack whose first switch "returns" into fiber_main with the ABI's alignment */
+static void fiber_start(fiber *f, unsigned char *stack, size_t bytes) {
+    uintptr_t top = ((uintptr_t)stack + bytes) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)(top - 16); /* fiber_main's return address slot: rsp = top - 8 on entry */
+    *sp = (uint64_t)(uintptr_t)&fiber_main;
+    for (int r = 0; r < 6; r++) *--sp = 0;             /* rbp rbx r12 r13 r14 r15 */
+    *--sp = (uint64_t)0x037f << 32 | (uint64_t)0x1f80; /* MXCSR and x87 control word: the defaults */
+    f->sp = sp;
+}
+
+static void set_thread(int t) {
+    S.cur = t;
+    threadIdx.x = (unsigned)t % blockDim.x;
+    threadIdx.y = ((unsigned)t / blockDim.x) % blockDim.y;
+    threadIdx.z = (unsigned)t / (blockDim.x * blockDim.y);
+}
+
+static void wait_here(int state) {
+    fiber *f = &S.f[S.cur];
+    f->state = state;
+    to_sched(f);
+}
+
+extern "C" void gf_emu_syncthreads(void) { wait_here(T_AT_BLOCK); }
+
+extern "C" uint64_t gf_emu_shfl_xor(unsigned mask, uint64_t v, int lane_mask) {
+    if (mask != 0xffffffffu || lane_mask < 0 || lane_mask > 31)
+        fault("kernel launched at %s:%d: __shfl_xor_sync(mask %#x, lane mask %d): the emulator knows full-warp "
+              "shuffles with a lane mask below 32 only", S.c->file, S.c->line, mask, lane_mask);
+    const int lane = S.cur % 32, warp = S.cur / 32;
+    const uint64_t gen = S.f[S.cur].shfl_gen++;
+    S.slots[warp][gen & 1][lane] = v;
+    wait_here(T_AT_WARP);
+    return S.slots[warp][gen & 1][lane ^ lane_mask];
+}
+
+extern "C" void *gf_emu_dyn_smem(void) { return S.dyn; }
+
+static void init_fibers(void) {
+    if (S.f) return;
+    S.page = 4096;
+    S.f = (fiber *)calloc(EMU_MAX_THREADS, sizeof(fiber));
+    size_t each = S.page + EMU_STACK;
+    void *m = mmap(NULL, each * EMU_MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (!S.f || m == MAP_FAILED) fault("cannot map %d fiber stacks", EMU_MAX_THREADS);
+    S.stacks = (unsigned char *)m;
+    for (int t = 0; t < EMU_MAX_THREADS; t++) mprotect(S.stacks + (size_t)t * each, S.page, PROT_NONE);
+    const char *o = getenv("GF_CUDA_EMU_ORDER");
+    S.reverse = o && !strcmp(o, "reverse");
+}
+
+/* release the warps whose every lane waits at a shuffle; 1 when one was released */
+static int release_warps(void) {
+    int any = 0;
+    for (int w = 0; w * 32 < S.n; w++) {
+        int waiting = 0, others = 0;
+        for (int t = w * 32; t < w * 32 + 32 && t < S.n; t++) {
+            if (S.f[t].state == T_AT_WARP) waiting++;
+            else if (S.f[t].state != T_DONE) others++;
+        }
+        if (!waiting || others) continue;
+        if (waiting != 32)
+            fault("kernel launched at %s:%d: a warp shuffle in block (%u,%u,%u) with %d of the warp's 32 lanes "
+                  "(a partial warp or exited lanes)", S.c->file, S.c->line, blockIdx.x, blockIdx.y, blockIdx.z,
+                  waiting);
+        for (int t = w * 32; t < w * 32 + 32; t++) {
+            if (S.f[t].shfl_gen != S.f[w * 32].shfl_gen)
+                fault("kernel launched at %s:%d: the lanes of warp %d reach different shuffles", S.c->file,
+                      S.c->line, w);
+            S.f[t].state = T_RUN;
+        }
+        any = 1;
+    }
+    return any;
+}
+
+static void run_block(void) {
+    const size_t each = S.page + EMU_STACK;
+    for (int t = 0; t < S.n; t++) {
+        fiber *f = &S.f[t];
+        f->state = T_RUN;
+        f->shfl_gen = 0;
+        fiber_start(f, S.stacks + (size_t)t * each + S.page, EMU_STACK);
+    }
+    for (;;) {
+        for (int i = 0; i < S.n; i++) {
+            int t = S.reverse ? S.n - 1 - i : i;
+            if (S.f[t].state != T_RUN) continue;
+            set_thread(t);
+            to_fiber(&S.f[t]);
+        }
+        int done = 0, at_block = 0;
+        for (int t = 0; t < S.n; t++) {
+            done += S.f[t].state == T_DONE;
+            at_block += S.f[t].state == T_AT_BLOCK;
+        }
+        if (done == S.n) return;
+        if (release_warps()) continue;
+        if (done + at_block == S.n) {
+            for (int t = 0; t < S.n; t++)
+                if (S.f[t].state == T_AT_BLOCK) S.f[t].state = T_RUN;
+            continue;
+        }
+        fault("kernel launched at %s:%d: block (%u,%u,%u) deadlocks: %d threads wait at __syncthreads, %d at "
+              "shuffles of warps not all there, %d have exited", S.c->file, S.c->line, blockIdx.x, blockIdx.y,
+              blockIdx.z, at_block, S.n - done - at_block, done);
+    }
+}
+
+extern "C" void gf_emu_check_arg(const gf_emu::cfg *c, int index, const void *p) {
+    if (p && !is_device_locked(p, 0))
+        fault("kernel launched at %s:%d: argument %d (%p) is not device memory", c->file, c->line, index, p);
+}
+
+extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, gf_emu::body_fn body, void *ctx) {
+    std::lock_guard<std::mutex> g(lock);
+    const dim3 gr = c->grid, bl = c->block;
+    const uint64_t threads = (uint64_t)bl.x * bl.y * bl.z;
+    int limit = EMU_SMEM_DEFAULT;
+    auto it = smem_limit.find(kernel);
+    if (it != smem_limit.end()) limit = it->second > EMU_SMEM_DEFAULT ? it->second : EMU_SMEM_DEFAULT;
+    cudaError_t e = cudaSuccess;
+    if (threads == 0 || threads > EMU_MAX_THREADS || bl.x > 1024 || bl.y > 1024 || bl.z > 64 || gr.x == 0 ||
+        gr.y == 0 || gr.z == 0 || gr.x > 0x7fffffffu || gr.y > 65535 || gr.z > 65535)
+        e = cudaErrorInvalidConfiguration;
+    else if (c->smem > (size_t)limit)
+        e = cudaErrorInvalidValue; /* over the function's dynamic shared memory limit */
+    if (e) {
+        if (!last_error) last_error = e;
+        return e;
+    }
+    init_fibers();
+    if (c->smem > S.dyn_cap) {
+        free(S.dyn);
+        S.dyn = (unsigned char *)malloc(c->smem);
+        if (!S.dyn) fault("no host memory for %zu bytes of shared memory", c->smem);
+        S.dyn_cap = c->smem;
+    }
+    S.n = (int)threads;
+    S.body = body;
+    S.ctx = ctx;
+    S.c = c;
+    gridDim = gr;
+    blockDim = bl;
+    const size_t shared = __start_gf_emu_shared ? (size_t)(__stop_gf_emu_shared - __start_gf_emu_shared) : 0;
+    for (unsigned z = 0; z < gr.z; z++)
+        for (unsigned y = 0; y < gr.y; y++)
+            for (unsigned x = 0; x < gr.x; x++) {
+                blockIdx.x = x;
+                blockIdx.y = y;
+                blockIdx.z = z;
+                if (shared) memset(__start_gf_emu_shared, 0xff, shared); /* shared memory starts undefined */
+                if (c->smem) memset(S.dyn, 0xff, c->smem);
+                run_block();
+            }
+    return cudaSuccess;
+}

@@ -1,0 +1,85 @@
+/* cuda_runtime_api.h — the CUDA runtime API as gflow's CUDA emulator provides it (a build with
+ * -Demulate_cuda=true: docs/cuda.md "The emulator"). Only the types, constants and functions
+ * gflow calls, with the toolkit's names and signatures; the definitions are
+ * src/core/cuda/emu/emu.cc. A real CUDA build never sees this directory. */
+#ifndef GF_EMU_CUDA_RUNTIME_API_H
+#define GF_EMU_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* the toolkit's values for the errors gflow names or the emulator reports */
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+#define cudaStreamNonBlocking 0x01
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor;
+    int multiProcessorCount;
+};
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaDriverGetVersion(int *version);
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s);
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
+
+#ifdef __cplusplus
+}
+/* the toolkit's C++ conveniences: any pointer type for cudaMalloc, any kernel for cudaFuncSetAttribute */
+template <class T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+template <class T>
+static inline cudaError_t cudaFuncSetAttribute(T *func, enum cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void *)func, attr, value);
+}
+#endif
+
+#endif

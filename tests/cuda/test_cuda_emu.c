@@ -1,0 +1,149 @@
+/* test_cuda_emu.c — suite cuda, emulator builds only (-Demulate_cuda=true): that gflow's CUDA
+ * emulator (src/core/cuda/emu, docs/cuda.md "The emulator") finds the faults it is there to find.
+ * A passing suite cuda under the emulator is only worth something if a missing barrier, a host
+ * pointer handed to a kernel, threads waiting at different barriers, a shuffle in a partial warp
+ * and launch configurations over a GPU's limits do not pass. The kernels are emu_kernels.cu;
+ * faults abort the process, so those cases run in a child and read its stderr.
+ */
+#include "cuda_check.h"
+
+#ifdef GF_CUDA_EMULATOR
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+cudaError_t gf_ek_neighbour(float *out, const float *in, int n, int sync);
+cudaError_t gf_ek_warp_sum(float *out, const float *in, int n);
+cudaError_t gf_ek_mixed_barriers(float *out);
+cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin);
+cudaError_t gf_ek_too_many_threads(float *out);
+
+/* n floats on the device holding 0, 1, ..., n-1 */
+static float *dev_iota(int n) {
+    float *h = malloc((size_t)n * sizeof *h), *d = NULL;
+    for (int i = 0; i < n; i++) h[i] = (float)i;
+    GF_CHECK_OK(gf_cuda_malloc((void **)&d, (size_t)n * sizeof *d));
+    GF_CHECK_OK(gf_cuda_upload(d, h, (size_t)n * sizeof *h));
+    free(h);
+    return d;
+}
+
+/* run fn(arg) in a child: 1 when it died of SIGABRT with `want` in its stderr */
+static int dies_with(void (*fn)(void *), void *arg, const char *want) {
+    char path[] = "/tmp/gf_emu_XXXXXX";
+    int fd = mkstemp(path);
+    GF_CHECK(fd >= 0, "mkstemp");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        fn(arg);
+        _exit(0);
+    }
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    char buf[2048] = {0};
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    int ok = WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT && got > 0 && strstr(buf, want);
+    if (!ok) printf("    child: %s %d, stderr: %s\n", WIFSIGNALED(ws) ? "signal" : "exit",
+                    WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), buf);
+    return ok;
+}
+
+GF_TEST(cuda, emulator_is_named) {
+    gf_cuda_info info;
+    gf_cuda_probe(&info);
+    GF_CHECK(strstr(info.name, "emulator") != NULL, "the device is %s", info.name);
+}
+
+GF_TEST(cuda, emulator_fresh_device_memory_is_nan) {
+    float *d = NULL, h[4];
+    GF_CHECK_OK(gf_cuda_malloc((void **)&d, sizeof h));
+    GF_CHECK_OK(gf_cuda_download(h, d, sizeof h));
+    for (int i = 0; i < 4; i++) GF_CHECK(isnan(h[i]), "fresh device memory [%d] = %g", i, h[i]);
+    gf_cuda_free(d);
+}
+
+GF_TEST(cuda, emulator_exposes_a_missing_barrier) {
+    const int n = 64;
+    float *in = dev_iota(n), *out = NULL, h[64];
+    GF_CHECK_OK(gf_cuda_malloc((void **)&out, sizeof h));
+    GF_CHECK(gf_ek_neighbour(out, in, n, 1) == cudaSuccess, "launch");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    for (int t = 0; t < n; t++) {
+        const int next = t + 1 < n ? t + 1 : 0;
+        GF_CHECK(h[t] == (float)next, "with the barrier: out[%d] = %g", t, h[t]);
+    }
+    GF_CHECK(gf_ek_neighbour(out, in, n, 0) == cudaSuccess, "launch");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    int stale = 0; /* threads that read a neighbour's slot before it was written */
+    for (int t = 0; t < n; t++) stale += isnan(h[t]);
+    const char *o = getenv("GF_CUDA_EMU_ORDER");
+    /* in index order thread t runs before t + 1 writes; last first, only thread n-1 reads late */
+    GF_CHECK(stale == (o && !strcmp(o, "reverse") ? 1 : n - 1), "without the barrier %d of %d reads were stale", stale,
+             n);
+    gf_cuda_free(in);
+    gf_cuda_free(out);
+}
+
+GF_TEST(cuda, emulator_warp_shuffles) {
+    float *in = dev_iota(64), *out = NULL, h[64];
+    GF_CHECK_OK(gf_cuda_malloc((void **)&out, sizeof h));
+    GF_CHECK(gf_ek_warp_sum(out, in, 64) == cudaSuccess, "launch");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    for (int t = 0; t < 64; t++) {
+        const float want = t < 32 ? 496.0f : 1520.0f; /* 0+...+31, 32+...+63 */
+        GF_CHECK(h[t] == want, "warp sum at lane %d: %g, want %g", t, h[t], want);
+    }
+    gf_cuda_free(in);
+    gf_cuda_free(out);
+}
+
+static float *g_out, *g_in;
+static void host_pointer_arg(void *u) {
+    (void)u;
+    static float host[64];
+    gf_ek_neighbour(host, g_in, 64, 1);
+}
+static void mixed_barriers(void *u) {
+    (void)u;
+    gf_ek_mixed_barriers(g_out);
+}
+static void partial_warp(void *u) {
+    (void)u;
+    gf_ek_warp_sum(g_out, g_in, 48);
+}
+
+GF_TEST(cuda, emulator_faults_abort) {
+    g_in = dev_iota(64);
+    GF_CHECK_OK(gf_cuda_malloc((void **)&g_out, 64 * sizeof(float)));
+    GF_CHECK(dies_with(host_pointer_arg, NULL, "argument 0"), "a host pointer as a kernel argument");
+    GF_CHECK(dies_with(host_pointer_arg, NULL, "is not device memory"), "a host pointer as a kernel argument");
+    GF_CHECK(dies_with(mixed_barriers, NULL, "deadlocks"), "threads at different barriers");
+    GF_CHECK(dies_with(partial_warp, NULL, "partial warp"), "a shuffle in a partial warp");
+    gf_cuda_free(g_in);
+    gf_cuda_free(g_out);
+}
+
+GF_TEST(cuda, emulator_launch_limits) {
+    float *out = NULL, h[256];
+    GF_CHECK_OK(gf_cuda_malloc((void **)&out, 2048 * sizeof(float)));
+    GF_CHECK(gf_ek_too_many_threads(out) == cudaErrorInvalidConfiguration, "2048 threads per block");
+    /* 64 KiB of dynamic shared memory: over the 48 KiB every kernel has, until it opts in */
+    GF_CHECK(gf_ek_dynamic(out, 256, 65536, 0) == cudaErrorInvalidValue, "64 KiB without the opt-in");
+    GF_CHECK(gf_ek_dynamic(out, 256, 65536, 1) == cudaSuccess, "64 KiB after the opt-in");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    for (int t = 0; t < 256; t++) GF_CHECK(h[t] == (float)t, "dynamic shared memory: out[%d] = %g", t, h[t]);
+    GF_CHECK(gf_ek_dynamic(out, 256, 300000, 1) == cudaErrorInvalidValue, "over the opt-in maximum");
+    GF_CHECK(cudaGetLastError() == cudaSuccess, "cudaGetLastError clears the error");
+    gf_cuda_free(out);
+}
+
+#endif
