@@ -1,7 +1,9 @@
 /* golden.c — see golden.h. */
 #include "nn/golden.h"
 #include "gf_test.h"
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef GF_SOURCE_ROOT
@@ -18,14 +20,25 @@ double gf_golden_meta_f(const gf_safetensors_file *f, const char *key) {
     return v ? strtod(v, NULL) : -1;
 }
 
+float gf_golden_scalar(const gf_tensor *t) {
+    float v = NAN;
+    GF_CHECK_OK(gf_tensor_to_host(t, &v, 1));
+    return v;
+}
+
 static float ref_scalar(const gf_safetensors_file *f, const char *name, int64_t i) {
     return ((const float *)gf_safetensors_find(f, name)->data)[i];
 }
 
 /* worst |Δ| over the logits; the first one out of tolerance is reported */
-static double compare_logits(const float *got, const gf_safetensors_tensor *ref) {
+static double compare_logits(const gf_tensor *logits, const gf_safetensors_tensor *ref) {
     const float *r = ref->data;
     double worst = 0;
+    GF_CHECK(gf_tensor_numel(logits) == ref->numel, "%lld logits, reference %lld", (long long)gf_tensor_numel(logits),
+             (long long)ref->numel);
+    if (gf_tensor_numel(logits) != ref->numel) return NAN;
+    float *got = malloc((size_t)ref->numel * sizeof(float));
+    GF_CHECK_OK(gf_tensor_to_host(logits, got, ref->numel));
     for (int64_t i = 0; i < ref->numel; i++) {
         double d = fabs((double)got[i] - r[i]);
         worst = fmax(worst, d);
@@ -34,24 +47,27 @@ static double compare_logits(const float *got, const gf_safetensors_tensor *ref)
             break;
         }
     }
+    free(got);
     return worst;
 }
 
 /* worst max|Δ| / max|ref| over the parameter gradients */
 static double compare_grads(const char *variant, const gf_safetensors_file *f, gf_params *p) {
-    float *ref = malloc((size_t)p->n * sizeof(float));
+    float *ref = malloc((size_t)p->n * sizeof(float)), *grad = malloc((size_t)p->n * sizeof(float));
     GF_CHECK_OK(gf_safetensors_load_params_into(f, p, "grad.", ref));
+    GF_CHECK_OK(gf_params_get(p, GF_PP_GRAD, grad)); /* the block's gradients, from either device */
     double worst = 0;
-    for (int64_t i = 0; ref && i < p->n_items; i++) {
+    for (int64_t i = 0; ref && grad && i < p->n_items; i++) {
         gf_param *q = p->items[i];
         int64_t n = gf_tensor_numel(&q->t);
-        const float *r = ref + q->offset, *g = q->t.grad;
+        const float *r = ref + q->offset, *g = grad + q->offset;
         double mx = 0, md = 0;
         for (int64_t j = 0; j < n; j++) { mx = fmax(mx, fabs(r[j])); md = fmax(md, fabs((double)g[j] - r[j])); }
         worst = fmax(worst, md / (mx + 1e-7));
         GF_CHECK(md <= 1e-4 * mx + 1e-7, "%s: grad %s max |diff| %.3g vs max |ref| %.3g", variant, q->name, md, mx);
     }
     free(ref);
+    free(grad);
     return worst;
 }
 
@@ -78,9 +94,9 @@ static double compare_adamw(const gf_golden_model *m, void *self, const gf_safet
         gf_tensor *l = m->forward(self, ctx, f, NULL);
         gf_tape_backward(ctx, l);
         double gn = gf_clip_grad_norm(p, gf_golden_meta_f(f, "clip_max_norm"));
-        double rl = ((const float *)al->data)[s], rn = ((const float *)an->data)[s];
-        worst = fmax(worst, fmax(fabs(l->data[0] - rl) / fabs(rl), fabs(gn - rn) / fabs(rn)));
-        GF_CHECK_NEAR(l->data[0], rl, 0, 1e-4);
+        double rl = ((const float *)al->data)[s], rn = ((const float *)an->data)[s], got = gf_golden_scalar(l);
+        worst = fmax(worst, fmax(fabs(got - rl) / fabs(rl), fabs(gn - rn) / fabs(rn)));
+        GF_CHECK_NEAR(got, rl, 0, 1e-4);
         GF_CHECK_NEAR(gn, rn, 0, 1e-4);
         gf_adamw_step(p, &st, &oc, gf_golden_meta_f(f, "adamw_lr"));
     }
@@ -88,6 +104,10 @@ static double compare_adamw(const gf_golden_model *m, void *self, const gf_safet
 }
 
 void gf_golden_run(const char *variant, const gf_golden_model *m, void *self) {
+    gf_golden_run_on(variant, m, self, GF_DEV_CPU);
+}
+
+void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
     gf_safetensors_file *f = NULL;
@@ -100,24 +120,32 @@ void gf_golden_run(const char *variant, const gf_golden_model *m, void *self) {
     gf_status st = gf_safetensors_load_params(f, p, "");
     GF_CHECK_OK(st);
     GF_CHECK(lg && ls, "fixture tensors");
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    if (!st && dev != GF_DEV_CPU) { /* the weights loaded on the host, then moved: the trainer's way */
+        st = gf_params_to_device(p, dev);
+        if (!st) st = gf_ctx_use_cuda(&ctx, 0);
+        GF_CHECK_OK(st);
+    }
     if (!st && lg && ls) {
-        gf_ctx ctx;
-        gf_ctx_init(&ctx, 0, NULL);
         gf_params_zero_grad(p);
-        const float *logits = NULL;
+        const gf_tensor *logits = NULL;
         gf_tensor *loss = m->forward(self, &ctx, f, &logits);
+        GF_CHECK(!loss || !logits || (loss->device == dev && logits->device == dev), "%s: loss on %s, logits on %s",
+                 variant, gf_device_name(loss->device), gf_device_name(logits->device));
         if (loss && logits) {
             gf_tape_backward(&ctx, loss);
             double worst_logit = compare_logits(logits, lg);
-            double ref_loss = ref_scalar(f, "out.loss", 0), got_loss = loss->data[0];
+            double ref_loss = ref_scalar(f, "out.loss", 0), got_loss = gf_golden_scalar(loss);
             GF_CHECK_NEAR(got_loss, ref_loss, 0, 1e-5);
             double worst_grad = compare_grads(variant, f, p);
             double worst_step = compare_adamw(m, self, f, p, &ctx);
-            printf("    %-28s max|Δlogit| %.2e  Δloss/loss %.2e  max grad err/max|g| %.2e  adamw rel %.2e\n", variant,
-                   worst_logit, fabs(got_loss - ref_loss) / ref_loss, worst_grad, worst_step);
+            printf("    %-28s %s max|Δlogit| %.2e  Δloss/loss %.2e  max grad err/max|g| %.2e  adamw rel %.2e\n",
+                   variant, gf_device_name(dev), worst_logit, fabs(got_loss - ref_loss) / ref_loss, worst_grad,
+                   worst_step);
         }
-        gf_ctx_free(&ctx);
     }
+    gf_ctx_free(&ctx);
     m->close(self);
     gf_safetensors_free(f);
 }

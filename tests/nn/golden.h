@@ -3,8 +3,8 @@
  *
  * A fixture tests/fixtures/golden/<variant>.safetensors holds weights, one batch, the logits,
  * the loss, every parameter gradient, and the losses / pre-clip gradient norms of AdamW steps.
- * The runner loads the weights into the model the hooks build, runs the batch (dropout off) and
- * compares, with these tolerances (float32 throughout):
+ * The runner loads the weights into the model the hooks build, runs the batch (dropout off) on the
+ * CPU or, for suite cuda, the GPU, and compares, with these tolerances (float32 throughout):
  *   logits  |Δ| <= 3e-5 + 1e-5 |ref|       loss   relative 1e-5
  *   grads   |Δ| <= 1e-4 * max|ref| of that tensor (+1e-7)
  *   AdamW   losses and grad norms relative 1e-4 over the steps
@@ -19,8 +19,8 @@ typedef struct gf_golden_model {
      * hook has recorded the failure). */
     gf_params *(*open)(void *self, const gf_safetensors_file *f);
     /* The fixture batch's loss on the tape. With logits non-NULL (the first pass) also point
-     * *logits at the logits to compare with out.logits and run the head's own checks. */
-    gf_tensor *(*forward)(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const float **logits);
+     * *logits at the logits tensor to compare with out.logits and run the head's own checks. */
+    gf_tensor *(*forward)(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const gf_tensor **logits);
     void (*close)(void *self);
 } gf_golden_model;
 
@@ -28,7 +28,13 @@ typedef struct gf_golden_model {
 int64_t gf_golden_meta_i(const gf_safetensors_file *f, const char *key);
 double gf_golden_meta_f(const gf_safetensors_file *f, const char *key);
 
-/* Run fixture `variant` through the model `self` built by `m`. */
+/* Run fixture `variant` through the model `self` built by `m`, on the CPU. */
 void gf_golden_run(const char *variant, const gf_golden_model *m, void *self);
+/* The same with the parameter block and the step on device `dev` (GF_DEV_CUDA: suite cuda runs
+ * every fixture through the CUDA path, with the same tolerances). */
+void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev);
+
+/* t's first element, whatever its device */
+float gf_golden_scalar(const gf_tensor *t);
 
 #endif

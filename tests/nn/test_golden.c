@@ -56,7 +56,7 @@ static gf_params *lm_open(void *self, const gf_safetensors_file *f) {
 
 /* logits through the plain head (no grad), loss and grads through the fused chunked head;
  * both heads' losses must agree with the reference */
-static gf_tensor *lm_forward(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const float **logits) {
+static gf_tensor *lm_forward(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const gf_tensor **logits) {
     const gf_safetensors_tensor *tok = gf_safetensors_find(f, "input.tokens");
     GF_CHECK(tok && tok->dtype == GF_SAFETENSORS_I32, "fixture tensors");
     if (!tok || tok->dtype != GF_SAFETENSORS_I32) return NULL;
@@ -68,8 +68,9 @@ static gf_tensor *lm_forward(void *self, gf_ctx *ctx, const gf_safetensors_file 
         gf_tensor *loss_plain = gf_lm_forward(m, ctx, tok->data, B, L, &out);
         gf_ctx_set_grad(ctx, 1);
         gf_params_zero_grad(&m->params);
-        GF_CHECK_NEAR(loss_plain->data[0], ((const float *)gf_safetensors_find(f, "out.loss")->data)[0], 0, 1e-5);
-        *logits = out.logits->data;
+        GF_CHECK_NEAR(gf_golden_scalar(loss_plain), ((const float *)gf_safetensors_find(f, "out.loss")->data)[0], 0,
+                      1e-5);
+        *logits = out.logits;
     }
     return gf_lm_forward(m, ctx, tok->data, B, L, NULL);
 }
@@ -78,10 +79,11 @@ static void lm_close(void *self) { gf_lm_free(self); }
 
 static const gf_golden_model lm_model = {lm_open, lm_forward, lm_close};
 
-static void run_fixture(const char *variant) {
+static void run_fixture_on(const char *variant, gf_device dev) {
     gf_lm m;
-    gf_golden_run(variant, &lm_model, &m);
+    gf_golden_run_on(variant, &lm_model, &m, dev);
 }
+static void run_fixture(const char *variant) { run_fixture_on(variant, GF_DEV_CPU); }
 
 GF_TEST(golden, grassmann_post_A) { run_fixture("grassmann_post_A"); }
 GF_TEST(golden, grassmann_pre_A) { run_fixture("grassmann_pre_A"); }
@@ -92,3 +94,16 @@ GF_TEST(golden, transformer_pre) { run_fixture("transformer_pre"); }
 GF_TEST(golden, grassmann_post_A_nonorm) { run_fixture("grassmann_post_A_nonorm"); }
 GF_TEST(golden, grassmann_post_A_nogate) { run_fixture("grassmann_post_A_nogate"); }
 GF_TEST(golden, grassmann_post_A_noplucker) { run_fixture("grassmann_post_A_noplucker"); }
+
+#ifdef GF_HAVE_CUDA
+/* suite cuda: the same fixtures through the CUDA path (weights moved to the GPU, the step there) */
+GF_TEST(cuda, golden_grassmann_post_A) { run_fixture_on("grassmann_post_A", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_pre_A) { run_fixture_on("grassmann_pre_A", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_post_B) { run_fixture_on("grassmann_post_B", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_pre_B) { run_fixture_on("grassmann_pre_B", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_transformer_post) { run_fixture_on("transformer_post", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_transformer_pre) { run_fixture_on("transformer_pre", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_post_A_nonorm) { run_fixture_on("grassmann_post_A_nonorm", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_post_A_nogate) { run_fixture_on("grassmann_post_A_nogate", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_grassmann_post_A_noplucker) { run_fixture_on("grassmann_post_A_noplucker", GF_DEV_CUDA); }
+#endif

@@ -67,7 +67,7 @@ static void check_predictions(const gf_safetensors_file *f, const gf_nli_out *ou
     GF_CHECK_NEAR(out->nll_sum / (double)out->n_counted, ref_loss, 0, 1e-5);
 }
 
-static gf_tensor *nli_forward(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const float **logits) {
+static gf_tensor *nli_forward(void *self, gf_ctx *ctx, const gf_safetensors_file *f, const gf_tensor **logits) {
     const gf_safetensors_tensor *tp = gf_safetensors_find(f, "input.prem"), *th = gf_safetensors_find(f, "input.hyp"),
                                 *mp = gf_safetensors_find(f, "input.prem_mask"),
                                 *mh = gf_safetensors_find(f, "input.hyp_mask"),
@@ -81,7 +81,7 @@ static gf_tensor *nli_forward(void *self, gf_ctx *ctx, const gf_safetensors_file
     gf_nli_out out = {.pred_buf = pred};
     gf_tensor *loss = gf_nli_forward(self, ctx, tp->data, mp->data, th->data, mh->data, tl->data, B, Ls, &out);
     check_predictions(f, &out, pred, tl->data, B);
-    *logits = out.logits->data;
+    *logits = out.logits;
     return loss;
 }
 
@@ -89,14 +89,22 @@ static void nli_close(void *self) { gf_nli_free(self); }
 
 static const gf_golden_model nli_model = {nli_open, nli_forward, nli_close};
 
-static void run_fixture(const char *variant) {
+static void run_fixture_on(const char *variant, gf_device dev) {
     gf_nli m;
-    gf_golden_run(variant, &nli_model, &m);
+    gf_golden_run_on(variant, &nli_model, &m, dev);
 }
+static void run_fixture(const char *variant) { run_fixture_on(variant, GF_DEV_CPU); }
 
 GF_TEST(golden, nli_grassmann) { run_fixture("nli_grassmann"); }
 GF_TEST(golden, nli_grassmann_overlap) { run_fixture("nli_grassmann_overlap"); }
 GF_TEST(golden, nli_transformer) { run_fixture("nli_transformer"); }
+
+#ifdef GF_HAVE_CUDA
+/* suite cuda: the same fixtures through the CUDA path (weights moved to the GPU, the step there) */
+GF_TEST(cuda, golden_nli_grassmann) { run_fixture_on("nli_grassmann", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_nli_grassmann_overlap) { run_fixture_on("nli_grassmann_overlap", GF_DEV_CUDA); }
+GF_TEST(cuda, golden_nli_transformer) { run_fixture_on("nli_transformer", GF_DEV_CUDA); }
+#endif
 
 GF_TEST(unit, nli_param_counts) {
     /* reference: python3 tools/torch_ref_nli.py --counts */
