@@ -36,6 +36,11 @@ __global__ static void ek_dynamic(float *out, int n) {
     if ((int)threadIdx.x < n) out[threadIdx.x] = dyn[threadIdx.x];
 }
 
+/* out[t] = in[t + 1]: thread n-1 reads one float past the end of `in` */
+__global__ static void ek_read_past(float *out, const float *in, int n) {
+    if ((int)threadIdx.x < n) out[threadIdx.x] = in[threadIdx.x + 1];
+}
+
 extern "C" {
 
 cudaError_t gf_ek_neighbour(float *out, const float *in, int n, int sync) {
@@ -58,6 +63,10 @@ cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin) {
         if (e) return e;
     }
     ek_dynamic<<<1, n, bytes, gf_cuda_stream()>>>(out, n);
+    return cudaGetLastError();
+}
+cudaError_t gf_ek_read_past(float *out, const float *in, int n) {
+    ek_read_past<<<1, n, 0, gf_cuda_stream()>>>(out, in, n);
     return cudaGetLastError();
 }
 /* a launch of 2048 threads per block: over every GPU's limit */

@@ -1,9 +1,10 @@
 /* test_cuda_emu.c — suite cuda, emulator builds only (-Demulate_cuda=true): that gflow's CUDA
  * emulator (src/core/cuda/emu, docs/cuda.md "The emulator") finds the faults it is there to find.
  * A passing suite cuda under the emulator is only worth something if a missing barrier, a host
- * pointer handed to a kernel, threads waiting at different barriers, a shuffle in a partial warp
- * and launch configurations over a GPU's limits do not pass. The kernels are emu_kernels.cu;
- * faults abort the process, so those cases run in a child and read its stderr.
+ * pointer handed to a kernel, threads waiting at different barriers, a shuffle in a partial warp,
+ * launch configurations over a GPU's limits and (under AddressSanitizer) a read past a buffer of
+ * the device step arena do not pass. The kernels are emu_kernels.cu; faults end the process, so
+ * those cases run in a child and read its stderr.
  */
 #include "cuda_check.h"
 
@@ -22,6 +23,7 @@ cudaError_t gf_ek_warp_sum(float *out, const float *in, int n);
 cudaError_t gf_ek_mixed_barriers(float *out);
 cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin);
 cudaError_t gf_ek_too_many_threads(float *out);
+cudaError_t gf_ek_read_past(float *out, const float *in, int n);
 
 /* n floats on the device holding 0, 1, ..., n-1 */
 static float *dev_iota(int n) {
@@ -33,7 +35,8 @@ static float *dev_iota(int n) {
     return d;
 }
 
-/* run fn(arg) in a child: 1 when it died of SIGABRT with `want` in its stderr */
+/* run fn(arg) in a child: 1 when it died (a signal, or a non-zero exit: AddressSanitizer exits 1
+ * unless ASAN_OPTIONS has abort_on_error) with `want` in its stderr */
 static int dies_with(void (*fn)(void *), void *arg, const char *want) {
     char path[] = "/tmp/gf_emu_XXXXXX";
     int fd = mkstemp(path);
@@ -51,7 +54,8 @@ static int dies_with(void (*fn)(void *), void *arg, const char *want) {
     ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
     close(fd);
     unlink(path);
-    int ok = WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT && got > 0 && strstr(buf, want);
+    int died = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    int ok = died && got > 0 && strstr(buf, want);
     if (!ok) printf("    child: %s %d, stderr: %s\n", WIFSIGNALED(ws) ? "signal" : "exit",
                     WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), buf);
     return ok;
@@ -131,6 +135,26 @@ GF_TEST(cuda, emulator_faults_abort) {
     gf_cuda_free(g_in);
     gf_cuda_free(g_out);
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+/* one float past a buffer of the device step arena lands in its fence (src/core/cuda/arena.c) */
+static void read_past_arena(void *u) {
+    gf_ctx *ctx = u;
+    float *in = gf_cuda_zeros(ctx, 64), *out = gf_cuda_floats(ctx, 64);
+    gf_ek_read_past(out, in, 63); /* in bounds */
+    fprintf(stderr, "in bounds: no report\n");
+    gf_ek_read_past(out, in, 64);
+}
+
+GF_TEST(cuda, emulator_fences_arena_allocations) {
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
+    GF_CHECK(dies_with(read_past_arena, &ctx, "in bounds: no report"), "63 reads within the buffer");
+    GF_CHECK(dies_with(read_past_arena, &ctx, "use-after-poison"), "a read past an arena buffer under ASan");
+    gf_ctx_free(&ctx);
+}
+#endif
 
 GF_TEST(cuda, emulator_launch_limits) {
     float *out = NULL, h[256];

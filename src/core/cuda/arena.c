@@ -7,6 +7,19 @@
 
 #define GF_CUDA_ALIGN 256 /* cudaMalloc's own alignment: any vector load type fits */
 
+/* Under gflow's CUDA emulator (docs/cuda.md "The emulator") each allocation is followed by a fence
+ * of GF_CUDA_ALIGN bytes, and everything not handed out is poisoned (an AddressSanitizer build
+ * reports a kernel or copy that reaches past its buffer); on a GPU, neither. */
+#ifdef GF_CUDA_EMULATOR
+#define GF_CUDA_FENCE GF_CUDA_ALIGN
+#define FENCE_POISON(p, n) gf_emu_poison((p), (n))
+#define FENCE_UNPOISON(p, n) gf_emu_unpoison((p), (n))
+#else
+#define GF_CUDA_FENCE 0
+#define FENCE_POISON(p, n) ((void)0)
+#define FENCE_UNPOISON(p, n) ((void)0)
+#endif
+
 static gf_cuda_chunk *chunk_new(gf_cuda_arena *a, size_t cap, gf_status *st) {
     gf_cuda_chunk *c = calloc(1, sizeof *c);
     if (!c) {
@@ -21,6 +34,7 @@ static gf_cuda_chunk *chunk_new(gf_cuda_arena *a, size_t cap, gf_status *st) {
     }
     c->cap = cap;
     c->base = base;
+    FENCE_POISON(base, cap);
     a->n_mallocs++;
     return c;
 }
@@ -52,7 +66,7 @@ gf_status gf_ctx_use_cuda(gf_ctx *ctx, size_t first_bytes) {
 }
 
 void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes) {
-    size_t need = (bytes + GF_CUDA_ALIGN - 1) & ~(size_t)(GF_CUDA_ALIGN - 1);
+    size_t need = ((bytes + GF_CUDA_ALIGN - 1) & ~(size_t)(GF_CUDA_ALIGN - 1)) + GF_CUDA_FENCE;
     if (need == 0) need = GF_CUDA_ALIGN;
     gf_cuda_chunk *c = a->head;
     if (c->used + need > c->cap) {
@@ -65,6 +79,7 @@ void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes) {
         a->head = c = n;
     }
     void *p = c->base + c->used;
+    FENCE_UNPOISON(p, bytes);
     c->used += need;
     a->used += need;
     if (a->used > a->high_water) a->high_water = a->used;
@@ -82,6 +97,7 @@ static void free_chain(gf_cuda_chunk *c) {
     gf_cuda_note(cudaStreamSynchronize(gf_cuda_stream()), "cudaStreamSynchronize (arena)", __FILE__, __LINE__);
     while (c) {
         gf_cuda_chunk *n = c->next;
+        FENCE_UNPOISON(c->base, c->cap);
         gf_cuda_note(cudaFree(c->base), "cudaFree(c->base)", __FILE__, __LINE__);
         free(c);
         c = n;
@@ -96,6 +112,7 @@ void gf_cuda_arena_reset(gf_cuda_arena *a) {
         a->first = a->head = chunk_new_or_abort(a, cap);
     }
     a->first->used = 0;
+    FENCE_POISON(a->first->base, a->first->cap);
     a->head = a->first;
     a->used = 0;
     a->n_resets++;

@@ -239,6 +239,15 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+void gf_emu_poison(const void *p, size_t bytes) { ASAN_POISON_MEMORY_REGION(p, bytes); }
+void gf_emu_unpoison(const void *p, size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(p, bytes); }
+#else
+void gf_emu_poison(const void *p, size_t bytes) { (void)p, (void)bytes; }
+void gf_emu_unpoison(const void *p, size_t bytes) { (void)p, (void)bytes; }
+#endif
+
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > EMU_SMEM_OPTIN)
         return cudaErrorInvalidValue;

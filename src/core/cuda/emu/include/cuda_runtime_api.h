@@ -72,6 +72,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
 
+/* Not CUDA: the emulator's fences for gflow's device step arena (src/core/cuda/arena.c). Under
+ * AddressSanitizer the bytes are marked unaddressable / addressable again, so a kernel or a copy
+ * that reaches past its arena allocation is reported; without it they do nothing. */
+void gf_emu_poison(const void *p, size_t bytes);
+void gf_emu_unpoison(const void *p, size_t bytes);
+
 #ifdef __cplusplus
 }
 /* the toolkit's C++ conveniences: any pointer type for cudaMalloc, any kernel for cudaFuncSetAttribute */
