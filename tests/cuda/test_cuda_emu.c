@@ -156,6 +156,33 @@ GF_TEST(cuda, emulator_fences_arena_allocations) {
 }
 #endif
 
+/* a GEMM whose C (4 x 4, ldc 4) starts 8 floats before the end of its 16-float allocation */
+static void gemm_past_end(void *u) {
+    float *d = u;
+    const float one = 1.0f, zero = 0.0f;
+    gf_cublas.sgemm(gf_cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &zero, d + 8, 4);
+}
+
+GF_TEST(cuda, emulator_checks_copies_and_gemm_operands) {
+    float *d = NULL, h[32] = {0};
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&d, 16 * sizeof(float)));
+    cudaStream_t s = gf_cuda_stream();
+    GF_CHECK(cudaMemcpyAsync(d, h, 16 * sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess, "a whole upload");
+    GF_CHECK(cudaMemcpyAsync(d, h, 17 * sizeof(float), cudaMemcpyHostToDevice, s) == cudaErrorInvalidValue,
+             "an upload one float past the allocation");
+    GF_CHECK(cudaMemcpyAsync(h, d, 16 * sizeof(float), cudaMemcpyHostToDevice, s) == cudaErrorInvalidValue,
+             "an upload whose destination is host memory");
+    GF_CHECK(cudaMemcpyAsync(h, d + 4, 16 * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaErrorInvalidValue,
+             "a download reaching past the allocation");
+    GF_CHECK(cudaMemsetAsync(d + 1, 0, 16 * sizeof(float), s) == cudaErrorInvalidValue, "a memset past the end");
+    GF_CHECK(cudaMemsetAsync(h, 0, sizeof h, s) == cudaErrorInvalidValue, "a memset of host memory");
+    const float one = 1.0f, zero = 0.0f; /* C = A B on the 4 x 4 at the start: inside */
+    GF_CHECK(gf_cublas.sgemm(gf_cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &zero, d, 4) ==
+                 CUBLAS_STATUS_SUCCESS, "a GEMM inside its allocation");
+    GF_CHECK(dies_with(gemm_past_end, d, "not (wholly) in device memory"), "a GEMM operand past its allocation");
+    gf_cuda_free(d);
+}
+
 GF_TEST(cuda, emulator_launch_limits) {
     float *out = NULL, h[256];
     GF_CHECK_OK(gf_cuda_malloc((void **)&out, 2048 * sizeof(float)));
