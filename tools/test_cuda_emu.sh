@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tools/test_cuda_emu.sh [BUILD_DIR] — suite cuda on gflow's CUDA emulator (a build configured with
+# -Demulate_cuda=true; docs/cuda.md "The emulator"), twice: the threads of each block in index
+# order, then last first (GF_CUDA_EMU_ORDER=reverse), since each order exposes the shared-memory
+# reads without a barrier that the other hides. Prints one summed "N passed, M failed" last;
+# non-zero exit on any failure.   Default BUILD_DIR: build-emu
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-emu}
+if ! grep -q '"name": "emulate_cuda", "value": true' "$build/meson-info/intro-buildoptions.json" 2>/dev/null; then
+  echo "test_cuda_emu: $build is not configured with -Demulate_cuda=true"; echo "0 passed, 1 failed"; exit 1
+fi
+ninja -C "$build" >/dev/null || { echo "test_cuda_emu: build failed"; echo "0 passed, 1 failed"; exit 1; }
+export GF_SOURCE_ROOT=$PWD
+P=0; F=0; rc=0
+for order in index reverse; do
+  echo "--- suite cuda on the emulator, threads in $order order"
+  log=$(mktemp)
+  GF_CUDA_EMU_ORDER=$order "$build/tests/gf_tests" --suite cuda 2>&1 | tee "$log"
+  r=${PIPESTATUS[0]}
+  read -r p f < <(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1 | awk '{print $1, $3}')
+  rm -f "$log"
+  p=${p:-0}; f=${f:-0}
+  if [ "$r" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+  P=$((P + p)); F=$((F + f)); [ "$r" = 0 ] || rc=1
+done
+echo "$P passed, $F failed"
+[ "$rc" = 0 ] && [ "$F" = 0 ]
