@@ -551,7 +551,10 @@ static gf_status finish(resolve_ctx *rc) {
             return key_error(rc, "model", r->model.gate ? "plucker" : "gate",
                              "false is an ablation of the language model only (dataset wikitext2); the snli "
                              "encoder is always gated, with Pluecker features");
-        r->model.block = GF_NLI_BLOCK; /* recorded as what runs, whatever a recipe said */
+        if (rc->set[key_index("model", "block")] && r->model.block != GF_NLI_BLOCK)
+            return key_error(rc, "model", "block", "post_ln is a layout of the language model only (dataset "
+                             "wikitext2); the snli encoder's blocks are pre_ln");
+        r->model.block = GF_NLI_BLOCK; /* the default post_ln, recorded as what runs */
         derive(rc, "model", "block", "snli encoders are pre_ln");
     }
 

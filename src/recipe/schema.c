@@ -87,8 +87,8 @@ const gf_recipe_key gf_recipe_schema[] = {
       "Rows of the position table (Lmax); 0 = seq_len (snli: max_sentence_len). Must be >= seq_len."),
     K(model, dropout, FLOAT, "0.1", 0, 1, MIN | MAXX, 0, "Dropout on the embedding sum, after the mixer LN and on the FFN output."),
     K(model, block, ENUM, "post_ln", 0, 0, 0, e_block,
-      "Block layout: paper-literal post-LN, or pre-LN with residuals. snli: always pre_ln (recorded so, "
-      "whatever the recipe says)."),
+      "Block layout: paper-literal post-LN, or pre-LN with residuals. snli: always pre_ln (post_ln "
+      "set there is an error)."),
     K(model, init_std, FLOAT, "0.02", 0, 0, MINX, 0, "Std of N(0, s) init for linear and embedding weights."),
     K(model, ln_eps, FLOAT, "1e-5", 0, 0, MINX, 0, "LayerNorm epsilon."),
     K(model, r, INT, "32", 2, 0, MIN, 0, "grassmann: reduced dimension r (<= d_model); r(r-1)/2 Pluecker coordinates."),

@@ -117,6 +117,9 @@ static const bad_case k_bad[] = {
     {1, "[run]\nname = t\n[data]\ndataset = snli\n[optim]\nlr = 1e-3\n[train]\nepochs = 1\nbatch_size = 4\n"
         "[model]\nfamily = grassmann\nn_layers = 2\nd_model = 64\nd_ff = 128\nr = 16\n", "model.plucker=false",
      GF_E_INVALID, "--set model.plucker=false: ", "[model] plucker: false is an ablation of the language model only"},
+    {1, "[run]\nname = t\n[data]\ndataset = snli\n[optim]\nlr = 1e-3\n[train]\nepochs = 1\nbatch_size = 4\n"
+        "[model]\nfamily = transformer\nn_layers = 2\nd_model = 64\nd_ff = 128\nblock = post_ln\n", NULL,
+     GF_E_INVALID, "x.ini:15:", "[model] block: post_ln is a layout of the language model only"},
 };
 
 GF_TEST(unit, recipe_malformed_table) {
@@ -267,11 +270,16 @@ GF_TEST(unit, recipe_set_overrides) {
              "snli defaults follow the overridden dataset");
     GF_CHECK(r.model.block == GF_BLOCK_PRE_LN && r.train.nonfinite == GF_NONFINITE_SKIP && r.optim.decay_bias,
              "enum/bool overrides");
-    /* snli: the block is what the NLI encoder runs (pre_ln), whatever the recipe said (its default post_ln) */
+    /* snli: the block is what the NLI encoder runs (pre_ln), recorded so in place of the default
+     * post_ln; post_ln set by the recipe is refused at its key, pre_ln set is accepted */
     gf_recipe rs;
-    GF_REQUIRE_OK(gf_recipe_load(path, (const char *[]){"data.dataset=snli", "model.block=post_ln"}, 2, &rs));
+    GF_REQUIRE_OK(gf_recipe_load(path, (const char *[]){"data.dataset=snli"}, 1, &rs));
     GF_CHECK(rs.model.block == GF_NLI_BLOCK && GF_NLI_BLOCK == GF_BLOCK_PRE_LN, "snli block recorded as %d",
              (int)rs.model.block);
+    GF_REQUIRE_OK(gf_recipe_load(path, (const char *[]){"data.dataset=snli", "model.block=pre_ln"}, 2, &rs));
+    GF_CHECK(rs.model.block == GF_BLOCK_PRE_LN, "snli block pre_ln set");
+    GF_CHECK_ERR(gf_recipe_load(path, (const char *[]){"data.dataset=snli", "model.block=post_ln"}, 2, &rs),
+                 GF_E_INVALID, "--set model.block=post_ln: [model] block: post_ln is a layout of the language model");
     gf_adamw_cfg ac;
     gf_schedule_cfg sc;
     gf_recipe_optim_cfg(&r, &ac, &sc);
