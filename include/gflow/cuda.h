@@ -106,15 +106,38 @@ typedef struct gf_cuda_chunk {
     unsigned char *base; /* device memory */
 } gf_cuda_chunk;
 
+/* Pinned host memory for the step's host-to-device copies (gf_cuda_stage): a copy from pinned
+ * memory is a DMA in stream order that the host does not wait for; one from pageable memory may
+ * make the host wait for the stream (the runtime's documented behaviour), which would stop it
+ * queueing the rest of the step while the GPU runs. Two buffers, used in alternate steps: the
+ * step that reuses one first waits for the event recorded at the end of the step that filled it,
+ * so no copy can read bytes the host has already overwritten. */
+typedef struct gf_cuda_staging {
+    unsigned char *buf; /* pinned host memory (cudaHostAlloc), cap bytes; NULL before the first */
+    size_t cap, used;
+    cudaEvent_t done; /* recorded on the stream at the reset that ends this buffer's step */
+    int pending;      /* done recorded and not yet waited for */
+} gf_cuda_staging;
+
 typedef struct gf_cuda_arena {
     gf_cuda_chunk *head, *first;
     size_t used, high_water, min_chunk;
     int64_t n_resets;
     int64_t n_mallocs; /* cudaMalloc calls so far (tests check the steady state) */
+    gf_cuda_staging stage[2];
+    int cur;                         /* the staging buffer of this step */
+    size_t staged, staged_high;      /* staged bytes this step, most in one step */
+    int64_t n_host_allocs;           /* cudaHostAlloc calls so far */
+    int64_t n_pageable;              /* copies made from pageable memory (staging full or absent) */
 } gf_cuda_arena;
 
 /* 256-byte aligned device memory, uninitialised */
 void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes);
+/* `bytes` of host memory copied into new step-arena memory on the stream, through the step's
+ * pinned staging buffer (the host may reuse `host` at once). The first step, and one that stages
+ * more than its buffer holds, copies from pageable memory; resets grow the buffers to the most
+ * one step staged, so from the third step on a steady run allocates nothing and copies pinned. */
+void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes);
 size_t gf_cuda_arena_capacity(const gf_cuda_arena *a);
 /* a new activation on the GPU: the struct in ctx's host arena, the data in its device arena */
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);

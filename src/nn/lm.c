@@ -103,14 +103,16 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
         if (out && out->hidden) out->hidden[l + 1] = h;
     }
     h = gf_layernorm(ctx, h, m->ln_f_w, m->ln_f_b, c->ln_eps);
-    double nll = 0;
+    /* the host-side NLL sum only for a caller that takes outputs: on the GPU reading it back
+     * waits for the stream, which a training step (out NULL) should not do before its backward */
+    double nll = 0, *nllp = out ? &nll : NULL;
     int64_t cnt = 0;
     gf_tensor *loss, *logits = NULL;
     if (out && out->want_logits) {
         logits = gf_linear(ctx, h, m->tok_emb, NULL); // (B, L, V) tied head
-        loss = gf_cross_entropy(ctx, logits, tgt, -1, &nll, &cnt);
+        loss = gf_cross_entropy(ctx, logits, tgt, -1, nllp, &cnt);
     } else {
-        loss = gf_head_ce(ctx, h, m->tok_emb, tgt, -1, &nll, &cnt); /* no (B, L, V) buffer */
+        loss = gf_head_ce(ctx, h, m->tok_emb, tgt, -1, nllp, &cnt); /* no (B, L, V) buffer */
     }
     if (out) { out->logits = logits; out->nll_sum = nll; out->n_tokens = cnt; }
     return loss;

@@ -123,8 +123,8 @@ gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const flo
             }
         }
     }
-    double nll = 0;
-    gf_tensor *loss = labels ? gf_cross_entropy(ctx, logits, labels, -1, &nll, NULL) : NULL;
+    double nll = 0; /* the host-side sum only when asked for: on the GPU it waits for the stream */
+    gf_tensor *loss = labels ? gf_cross_entropy(ctx, logits, labels, -1, out ? &nll : NULL, NULL) : NULL;
     if (out) {
         out->predictions = pred;
         out->logits = logits;

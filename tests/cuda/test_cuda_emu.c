@@ -2,8 +2,9 @@
  * emulator (src/core/cuda/emu, docs/cuda.md "The emulator") finds the faults it is there to find.
  * A passing suite cuda under the emulator is only worth something if a missing barrier, a host
  * pointer handed to a kernel, threads waiting at different barriers, a shuffle in a partial warp,
- * launch configurations over a GPU's limits and (under AddressSanitizer) a read past a buffer of
- * the device step arena do not pass. The kernels are emu_kernels.cu; faults end the process, so
+ * launch configurations over a GPU's limits, pinned host memory written while a copy from it
+ * is in flight, and (under AddressSanitizer) a read past a buffer of the device step arena do
+ * not pass. The kernels are emu_kernels.cu; faults end the process, so
  * those cases run in a child and read its stderr.
  */
 #include "cuda_check.h"
@@ -155,6 +156,45 @@ GF_TEST(cuda, emulator_fences_arena_allocations) {
     gf_ctx_free(&ctx);
 }
 #endif
+
+/* pinned host memory written after a copy from it was queued: legal once a synchronisation
+ * that waits for the copy has returned (an event recorded after it, or the stream), a race
+ * before (on a GPU the copy may read the new bytes) */
+static void pinned_written_in_flight(void *u) {
+    float *d = u, *h = NULL;
+    cudaEvent_t e;
+    cudaStream_t s = gf_cuda_stream();
+    if (cudaHostAlloc((void **)&h, 16 * sizeof(float), cudaHostAllocDefault) || cudaEventCreate(&e)) abort();
+    cudaMemcpyAsync(d, h, 16 * sizeof(float), cudaMemcpyHostToDevice, s);
+    cudaEventRecord(e, s);
+    cudaEventSynchronize(e);
+    h[0] = 1.0f; /* the event came after the copy: done */
+    cudaMemcpyAsync(d, h, 16 * sizeof(float), cudaMemcpyHostToDevice, s);
+    cudaStreamSynchronize(s);
+    h[0] = 2.0f;
+    cudaEventRecord(e, s); /* an event recorded before the next copy does not wait for it */
+    cudaMemcpyAsync(d, h, 16 * sizeof(float), cudaMemcpyHostToDevice, s);
+    cudaEventSynchronize(e);
+    fprintf(stderr, "synchronised writes: no report\n");
+    h[0] = 3.0f;
+    cudaStreamSynchronize(s);
+}
+static void pinned_freed_in_flight(void *u) {
+    float *d = u, *h = NULL;
+    if (cudaHostAlloc((void **)&h, 16 * sizeof(float), cudaHostAllocDefault)) abort();
+    cudaMemcpyAsync(d, h, 16 * sizeof(float), cudaMemcpyHostToDevice, gf_cuda_stream());
+    cudaFreeHost(h);
+}
+
+GF_TEST(cuda, emulator_checks_pinned_copies_in_flight) {
+    float *d = NULL;
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&d, 16 * sizeof(float)));
+    GF_CHECK(dies_with(pinned_written_in_flight, d, "synchronised writes: no report"), "writes after the waits");
+    GF_CHECK(dies_with(pinned_written_in_flight, d, "while a copy from it was in flight"),
+             "a write to pinned memory before the stream was synchronised");
+    GF_CHECK(dies_with(pinned_freed_in_flight, d, "cudaFreeHost"), "pinned memory freed under a copy");
+    gf_cuda_free(d);
+}
 
 /* a GEMM whose C (4 x 4, ldc 4) starts 8 floats before the end of its 16-float allocation */
 static void gemm_past_end(void *u) {

@@ -206,4 +206,64 @@ GF_TEST(cuda, device_arena_steady_state) {
     gf_ctx_free(&ctx);
     case_free(&c);
 }
+
+/* The pinned staging of host arrays (gf_cuda_stage, src/core/cuda/arena.c): steps that are never
+ * waited for (no synchronisation between resets, as a GPU step that reads nothing back), each
+ * staging arrays the host overwrites at once, the third step larger than the first two. Every
+ * staged array must arrive whole (copied on the stream into a buffer that outlives the steps);
+ * the copies of the first step, and of the step that outgrew the buffers, are pageable; from
+ * then on the buffers are not reallocated. On the emulator, a buffer reused before the copies of
+ * its last step were waited for stops the test (pinned memory written while a copy is in flight). */
+GF_TEST(cuda, staging_pinned_double_buffered) {
+    enum { STEPS = 8, PER = 3, MAXN = 3000 };
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
+    gf_cuda_arena *a = ctx.cuda;
+    int32_t *out = NULL, host[MAXN];
+    int64_t want_n = 0, sizes[STEPS][PER], allocs[STEPS], pageable[STEPS];
+    for (int st = 0; st < STEPS; st++)
+        for (int k = 0; k < PER; k++) {
+            sizes[st][k] = (st < 2 ? 500 : MAXN) - 7 * k; /* the third step stages more */
+            want_n += sizes[st][k];
+        }
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&out, (size_t)want_n * sizeof *out));
+    int64_t at = 0;
+    for (int st = 0; st < STEPS; st++) {
+        for (int k = 0; k < PER; k++) {
+            int64_t n = sizes[st][k];
+            for (int64_t i = 0; i < n; i++) host[i] = (int32_t)(st * 1000003 + k * 7919 + i);
+            const void *d = gf_cuda_stage(a, host, (size_t)n * sizeof *host);
+            memset(host, 0xA5, sizeof host); /* the caller may reuse its array at once */
+            GF_CHECK(cudaMemcpyAsync(out + at, d, (size_t)n * sizeof *out, cudaMemcpyDeviceToDevice,
+                                     gf_cuda_stream()) == cudaSuccess, "copy out");
+            at += n;
+        }
+        gf_ctx_reset(&ctx); /* no synchronisation: the next step is queued behind this one */
+        allocs[st] = a->n_host_allocs;
+        pageable[st] = a->n_pageable;
+    }
+    GF_CHECK_OK(gf_cuda_sync());
+    int32_t *got = malloc((size_t)want_n * sizeof *got);
+    GF_REQUIRE_OK(gf_cuda_download(got, out, (size_t)want_n * sizeof *got));
+    int64_t bad = 0;
+    at = 0;
+    for (int st = 0; st < STEPS; st++)
+        for (int k = 0; k < PER; k++)
+            for (int64_t i = 0; i < sizes[st][k]; i++, at++)
+                bad += got[at] != (int32_t)(st * 1000003 + k * 7919 + i);
+    GF_CHECK(bad == 0, "%lld of %lld staged values did not arrive", (long long)bad, (long long)want_n);
+    GF_CHECK(pageable[0] == PER && pageable[1] == PER, "pageable copies in the first two steps: %lld %lld",
+             (long long)pageable[0], (long long)pageable[1] - pageable[0]);
+    GF_CHECK(pageable[STEPS - 1] == pageable[3], "no pageable copy after the fourth step (%lld, then %lld)",
+             (long long)pageable[3], (long long)pageable[STEPS - 1]);
+    GF_CHECK(allocs[3] >= 2 && allocs[STEPS - 1] == allocs[3], "pinned allocations after steps 4 and %d: %lld %lld",
+             STEPS, (long long)allocs[3], (long long)allocs[STEPS - 1]);
+    /* two buffers in turn: a reset waits for the step before last, not for the step just queued */
+    GF_CHECK(a->stage[0].cap >= 3 * MAXN * sizeof(int32_t) && a->stage[1].cap >= 3 * MAXN * sizeof(int32_t),
+             "both staging buffers hold a step (%zu, %zu bytes)", a->stage[0].cap, a->stage[1].cap);
+    free(got);
+    gf_cuda_free(out);
+    gf_ctx_free(&ctx);
+}
 #endif

@@ -22,7 +22,9 @@
  *    and the two-rank MPI run of this recipe, whose gradients differ from the single process's by
  *    the order of one addition, stays within ~1e-6 relative over 216 steps (tests/mpi/test_mpi.sh);
  *    a wrong kernel (a dropped mask, a wrong gradient) moves the loss by 1e-2 or more within a few
- *    steps. The measured maxima are printed (the first GPU run should put them in docs/cuda.md);
+ *    steps. The measured maxima are printed (the first GPU run should put them in docs/cuda.md).
+ *    On the emulator also: from the third step on the host waits for the stream exactly twice
+ *    a step (the loss after backward, the gradient norm), so never inside the forward;
  *  - the trainer: a run stopped on the GPU resumes on the CPU, and one stopped on the CPU resumes on
  *    the GPU; both finish on the CPU run's curve (metrics.tsv rows within 1e-3).
  * Tests that train need every op of the model on the GPU (docs/cuda.md lists those that are).
@@ -408,7 +410,15 @@ static void steps_match(const char *family) {
         in.lr = gf_schedule_lr(&sch, step, spe, K);
         gf_step_out out_c, out_g;
         GF_REQUIRE_OK(gf_train_step(&c, &oc, &ac, &in, &out_c));
+#ifdef GF_CUDA_EMULATOR
+        const unsigned long waits0 = gf_emu_waits();
+#endif
         GF_REQUIRE_OK(gf_train_step(&g, &og, &ac, &in, &out_g));
+#ifdef GF_CUDA_EMULATOR /* the host waits for the GPU twice a step (the loss, Σg²), never in the forward */
+        const unsigned long waits = gf_emu_waits() - waits0;
+        if (step >= 2) GF_CHECK(waits == 2, "%s step %lld: the host waited for the stream %lu times (2: the loss "
+                                "after backward, the gradient norm)", family, (long long)step + 1, waits);
+#endif
         GF_REQUIRE(!out_c.nonfinite && !out_g.nonfinite, "step %lld: non-finite (%s, %s)", (long long)step,
                    out_c.nonfinite ? out_c.nonfinite : "-", out_g.nonfinite ? out_g.nonfinite : "-");
         const double dl = fabs((double)out_g.loss - out_c.loss) / fabs((double)out_c.loss);

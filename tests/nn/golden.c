@@ -1,6 +1,9 @@
 /* golden.c — see golden.h. */
 #include "nn/golden.h"
 #include "gf_test.h"
+#ifdef GF_CUDA_EMULATOR
+#include <cuda_runtime_api.h> /* gf_emu_waits */
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +94,14 @@ static double compare_adamw(const gf_golden_model *m, void *self, const gf_safet
     for (int64_t s = 0; s < al->numel; s++) {
         gf_ctx_reset(ctx);
         gf_params_zero_grad(p);
+#ifdef GF_CUDA_EMULATOR /* a training forward (no outputs asked for) queues its work and never waits */
+        const unsigned long w0 = gf_emu_waits();
+#endif
         gf_tensor *l = m->forward(self, ctx, f, NULL);
+#ifdef GF_CUDA_EMULATOR
+        GF_CHECK(gf_emu_waits() == w0, "step %lld: the training forward waited for the GPU %lu times", (long long)s,
+                 gf_emu_waits() - w0);
+#endif
         gf_tape_backward(ctx, l);
         double gn = gf_clip_grad_norm(p, gf_golden_meta_f(f, "clip_max_norm"));
         double rl = ((const float *)al->data)[s], rn = ((const float *)an->data)[s], got = gf_golden_scalar(l);

@@ -8,7 +8,9 @@
  *   logits  |Δ| <= 3e-5 + 1e-5 |ref|       loss   relative 1e-5
  *   grads   |Δ| <= 1e-4 * max|ref| of that tensor (+1e-7)
  *   AdamW   losses and grad norms relative 1e-4 over the steps
- * and prints the worst error per variant so the margins stay visible. */
+ * and prints the worst error per variant so the margins stay visible. On the CUDA emulator it
+ * also counts the host's waits for the stream: the AdamW steps' forward (no outputs asked for,
+ * as in training) must not wait. */
 #ifndef GF_TEST_GOLDEN_H
 #define GF_TEST_GOLDEN_H
 

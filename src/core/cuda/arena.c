@@ -104,7 +104,75 @@ static void free_chain(gf_cuda_chunk *c) {
     }
 }
 
+/* ---- pinned staging (gf_cuda_stage) ---- */
+
+#define GF_STAGE_ALIGN 64
+
+void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes) {
+    void *d = gf_cuda_arena_alloc(a, bytes);
+    if (bytes == 0) return d;
+    size_t need = (bytes + GF_STAGE_ALIGN - 1) & ~(size_t)(GF_STAGE_ALIGN - 1);
+    gf_cuda_staging *s = &a->stage[a->cur];
+    const void *src = host;
+    if (s->used + need <= s->cap) {
+        src = memcpy(s->buf + s->used, host, bytes);
+        s->used += need;
+    } else {
+        a->n_pageable++; /* correct, possibly slower; the next resets make room */
+    }
+    a->staged += need;
+    GF_CUDA_NOTE(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
+    return d;
+}
+
+/* the end of a step: mark the step's buffer, then make the other one ready for the next step */
+static void staging_next(gf_cuda_arena *a) {
+    gf_cuda_staging *s = &a->stage[a->cur];
+    if (s->used) {
+        GF_CUDA_NOTE(cudaEventRecord(s->done, gf_cuda_stream()));
+        s->pending = 1;
+    }
+    if (a->staged > a->staged_high) a->staged_high = a->staged;
+    a->staged = 0;
+    a->cur ^= 1;
+    s = &a->stage[a->cur];
+    if (s->pending) { /* the copies of two steps ago read this buffer: wait until they have */
+        GF_CUDA_NOTE(cudaEventSynchronize(s->done));
+        s->pending = 0;
+    }
+    s->used = 0;
+    if (a->staged_high <= s->cap) return;
+    /* grow to the most one step staged, with room for batches a little larger (NLI's vary) */
+    size_t cap = a->staged_high + a->staged_high / 4 + 4096;
+    if (s->buf) GF_CUDA_NOTE(cudaFreeHost(s->buf));
+    s->buf = NULL;
+    s->cap = 0;
+    void *b = NULL;
+    if (cudaHostAlloc(&b, cap, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no pinned memory to be had: stay pageable, not an error */
+        return;
+    }
+    if (!s->done && cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) {
+        (void)cudaGetLastError();
+        GF_CUDA_NOTE(cudaFreeHost(b));
+        return;
+    }
+    s->buf = b;
+    s->cap = cap;
+    a->n_host_allocs++;
+}
+
+static void staging_free(gf_cuda_arena *a) {
+    for (int i = 0; i < 2; i++) {
+        gf_cuda_staging *s = &a->stage[i];
+        if (s->buf) gf_cuda_note(cudaFreeHost(s->buf), "cudaFreeHost(s->buf)", __FILE__, __LINE__);
+        if (s->done) gf_cuda_note(cudaEventDestroy(s->done), "cudaEventDestroy(s->done)", __FILE__, __LINE__);
+        *s = (gf_cuda_staging){0};
+    }
+}
+
 void gf_cuda_arena_reset(gf_cuda_arena *a) {
+    staging_next(a);
     if (a->first->next) {
         /* coalesce the chain into one chunk sized to the high-water mark */
         size_t cap = a->high_water < a->min_chunk ? a->min_chunk : a->high_water;
@@ -120,7 +188,8 @@ void gf_cuda_arena_reset(gf_cuda_arena *a) {
 
 void gf_cuda_arena_free(gf_cuda_arena *a) {
     if (!a) return;
-    free_chain(a->first);
+    free_chain(a->first); /* synchronises the stream first: no copy reads the staging after it */
+    staging_free(a);
     free(a);
 }
 

@@ -213,12 +213,12 @@ gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes) {
     return gf_cuda_sync();
 }
 
-/* dst += src: src is staged in the device arena (a pageable-memory copy returns once the host
- * buffer has been read, so the caller may free it), then one saxpy */
+/* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then
+ * one saxpy */
 void gf_cuda_acc_host(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
     GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_host: %lld elements", (long long)n);
-    float *tmp = gf_cuda_floats(ctx, n);
-    GF_CUDA_NOTE(cudaMemcpyAsync(tmp, src, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, rt.stream));
+    GF_ASSERT(ctx->cuda, "gf_cuda_acc_host: a step context without a device arena (gf_ctx_use_cuda)");
+    const float *tmp = gf_cuda_stage(ctx->cuda, src, (size_t)n * sizeof(float));
     const float one = 1.0f;
     GF_CUBLAS_NOTE(gf_cublas.saxpy(rt.blas, (int)n, &one, tmp, 1, dst, 1));
 }

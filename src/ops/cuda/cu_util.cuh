@@ -33,12 +33,10 @@ static inline gf_tensor *cu_tensor_like(gf_ctx *ctx, const gf_tensor *x) {
     return gf_cuda_tensor_new(ctx, x->ndim, x->shape);
 }
 
-/* a host array copied into the device step arena (a pageable-memory copy returns once the host
- * buffer has been read: the caller may reuse it) */
+/* a host array copied into the device step arena, through the pinned staging (gf_cuda_stage:
+ * the caller may reuse `host` at once, and the host does not wait for the stream) */
 static inline void *cu_stage(gf_ctx *ctx, const void *host, size_t bytes) {
-    void *d = gf_cuda_arena_alloc(ctx->cuda, bytes);
-    GF_CUDA_NOTE(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
-    return d;
+    return gf_cuda_stage(ctx->cuda, host, bytes);
 }
 
 /* ---- row-major GEMM through cuBLAS: C (M, N) = op(A) · op(B) + beta C, alpha 1 ----

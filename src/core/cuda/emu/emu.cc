@@ -13,7 +13,13 @@
  * at its launch (one stream, in order, so the program cannot tell). Within a block each CUDA
  * thread is a fiber with its own stack (gf_emu_switch below); __syncthreads and the warp shuffles switch
  * back to the scheduler, which resumes the threads in index order once every thread that has
- * not exited waits at the same kind of barrier. */
+ * not exited waits at the same kind of barrier.
+ *
+ * Copies from pinned host memory (cudaHostAlloc) are asynchronous on a GPU: the host may not write
+ * their source until a synchronisation that waits for them (the stream's, or an event recorded
+ * after them). The emulator copies at once, so it remembers each such copy's source and a
+ * checksum, and aborts when a synchronisation finds the source changed, or the buffer freed,
+ * while the copy was still in flight. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -29,6 +35,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "cuda_emu.h"
 
@@ -174,6 +181,78 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = EMU_TOTAL_MEM;
     return cudaSuccess;
 }
+/* ---- pinned host memory, and the copies from it still in flight ---- */
+
+static std::map<uintptr_t, size_t> pinned; /* cudaHostAlloc: start -> bytes */
+struct inflight {
+    const unsigned char *src;
+    size_t bytes;
+    uint64_t sum, seq;
+};
+static std::vector<inflight> in_flight;
+static uint64_t stream_seq;  /* work queued so far: launches, copies, memsets, GEMMs, event records */
+static uint64_t waited_seq;  /* the work the host has waited for */
+static unsigned long host_waits; /* gf_emu_waits: synchronisations that had queued work to wait for */
+static void queued(void) { /* lock held */
+    stream_seq++;
+}
+static void waits_for(uint64_t upto) { /* lock held */
+    if (upto > waited_seq) {
+        host_waits++;
+        waited_seq = upto;
+    }
+}
+
+static uint64_t checksum(const unsigned char *p, size_t n) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+static bool is_pinned(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = pinned.upper_bound(a);
+    if (it == pinned.begin()) return false;
+    --it;
+    return a - it->first < it->second;
+}
+/* a synchronisation that waits for the work numbered <= upto: its copies are done */
+static void complete_upto(uint64_t upto) {
+    std::vector<inflight> left;
+    for (const inflight &c : in_flight) {
+        if (c.seq > upto) {
+            left.push_back(c);
+            continue;
+        }
+        if (checksum(c.src, c.bytes) != c.sum)
+            fault("the host wrote pinned memory [%p, +%zu) while a copy from it was in flight (after "
+                  "cudaMemcpyAsync, before a synchronisation that waits for it)", (const void *)c.src, c.bytes);
+    }
+    in_flight.swap(left);
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+    std::lock_guard<std::mutex> g(lock);
+    *p = NULL;
+    if (flags != cudaHostAllocDefault) return cudaErrorInvalidValue;
+    void *q = aligned_alloc(256, taken(bytes));
+    if (!q) return cudaErrorMemoryAllocation;
+    pinned[(uintptr_t)q] = bytes ? bytes : 1;
+    *p = q;
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) {
+    std::lock_guard<std::mutex> g(lock);
+    if (!p) return cudaSuccess;
+    auto it = pinned.find((uintptr_t)p);
+    if (it == pinned.end()) return cudaErrorInvalidValue;
+    for (const inflight &c : in_flight)
+        if ((uintptr_t)c.src - it->first < it->second)
+            fault("cudaFreeHost(%p) while a copy from it was in flight", p);
+    pinned.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+
 /* the copy's direction must be the pointers' (the toolkit refuses a wrong kind) */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
     (void)s;
@@ -187,6 +266,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                   : kind == cudaMemcpyHostToHost   ? !is_device(dst, 0) && !is_device(src, 0)
                                                    : true;
         if (!ok) return cudaErrorInvalidValue;
+        queued();
+        if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) waits_for(stream_seq); /* returns when done */
+        if (kind == cudaMemcpyHostToDevice && is_pinned(src)) {
+            const unsigned char *p = (const unsigned char *)src;
+            in_flight.push_back({p, bytes, checksum(p, bytes), stream_seq});
+        }
     }
     memmove(dst, src, bytes);
     return cudaSuccess;
@@ -194,7 +279,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
     (void)s;
     if (bytes == 0) return cudaSuccess;
-    if (!is_device_locked(dst, bytes)) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(lock);
+    if (!is_device(dst, bytes)) return cudaErrorInvalidValue;
+    queued();
     memset(dst, value, bytes);
     return cudaSuccess;
 }
@@ -205,7 +292,9 @@ struct CUstream_st {
     unsigned flags;
 };
 struct CUevent_st {
-    double t; /* seconds, CLOCK_MONOTONIC; < 0 before the first record */
+    double t;     /* seconds, CLOCK_MONOTONIC; < 0 before the first record */
+    uint64_t seq; /* the work queued before its record (stream_seq) */
+    bool timing;
 };
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
@@ -214,23 +303,41 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
+    std::lock_guard<std::mutex> g(lock);
+    complete_upto(stream_seq);
+    waits_for(stream_seq);
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new CUevent_st{-1.0};
+unsigned long gf_emu_waits(void) {
+    std::lock_guard<std::mutex> g(lock);
+    return host_waits;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    if (flags & ~(unsigned)cudaEventDisableTiming) return cudaErrorInvalidValue;
+    *e = new CUevent_st{-1.0, 0, !(flags & cudaEventDisableTiming)};
     return cudaSuccess;
 }
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     (void)s;
     if (!e) return cudaErrorInvalidValue;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    std::lock_guard<std::mutex> g(lock);
+    queued();
+    e->seq = stream_seq;
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(lock);
+    complete_upto(e->seq);
+    waits_for(e->seq);
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!start || !end || start->t < 0 || end->t < 0) return cudaErrorInvalidValue;
+    if (!start || !end || !start->timing || !end->timing || start->t < 0 || end->t < 0) return cudaErrorInvalidValue;
     *ms = (float)((end->t - start->t) * 1e3);
     return cudaSuccess;
 }
@@ -321,6 +428,10 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cubla
                                                       !matrix_on_device(B, br, bc, ldb))))
         fault("cublasSgemm(m %d, n %d, k %d, lda %d, ldb %d, ldc %d): a matrix is not (wholly) in device memory", m,
               n, k, lda, ldb, ldc);
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued();
+    }
     if (k == 0) { /* C = beta C; beta 0 stores zeros (C is not read) */
         for (size_t j = 0; j < (size_t)n; j++)
             for (size_t i = 0; i < (size_t)m; i++)
@@ -353,6 +464,10 @@ cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, 
     if (!is_device_locked(x, ((size_t)(n - 1) * incx + 1) * sizeof(float)) ||
         !is_device_locked(y, ((size_t)(n - 1) * incy + 1) * sizeof(float)))
         fault("cublasSaxpy(n %d): a vector is not (wholly) in device memory", n);
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued();
+    }
     cblas_saxpy(n, *alpha, x, incx, y, incy);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -568,6 +683,7 @@ extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, g
         if (!last_error) last_error = e;
         return e;
     }
+    queued();
     init_fibers();
     if (c->smem > S.dyn_cap) {
         free(S.dyn);

@@ -37,6 +37,9 @@ enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
 #define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
 
 struct cudaDeviceProp {
     char name[256];
@@ -59,12 +62,15 @@ cudaError_t cudaGetLastError(void);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s);
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
@@ -77,6 +83,10 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
  * that reaches past its arena allocation is reported; without it they do nothing. */
 void gf_emu_poison(const void *p, size_t bytes);
 void gf_emu_unpoison(const void *p, size_t bytes);
+/* Not CUDA: how often the host has waited for the stream so far (stream and event
+ * synchronisations, and copies to pageable host memory, which return only when done on a GPU);
+ * tests count a training step's waits with it. */
+unsigned long gf_emu_waits(void);
 
 #ifdef __cplusplus
 }
