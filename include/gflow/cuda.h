@@ -127,6 +127,7 @@ typedef struct gf_cuda_arena {
     gf_cuda_staging stage[2];
     int cur;                         /* the staging buffer of this step */
     size_t staged, staged_high;      /* staged bytes this step, most in one step */
+    size_t stage_refused;            /* staged_high when cudaHostAlloc last failed (0: never) */
     int64_t n_host_allocs;           /* cudaHostAlloc calls so far */
     int64_t n_pageable;              /* copies made from pageable memory (staging full or absent) */
 } gf_cuda_arena;
@@ -138,6 +139,8 @@ void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes);
  * more than its buffer holds, copies from pageable memory; resets grow the buffers to the most
  * one step staged, so from the third step on a steady run allocates nothing and copies pinned. */
 void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes);
+/* the same into device memory the caller has (at least `bytes` of it) */
+void gf_cuda_stage_into(gf_cuda_arena *a, void *dst_dev, const void *host, size_t bytes);
 size_t gf_cuda_arena_capacity(const gf_cuda_arena *a);
 /* a new activation on the GPU: the struct in ctx's host arena, the data in its device arena */
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);

@@ -207,8 +207,8 @@ GF_TEST(cuda, device_arena_steady_state) {
     case_free(&c);
 }
 
-/* The pinned staging of host arrays (gf_cuda_stage, src/core/cuda/arena.c): steps that are never
- * waited for (no synchronisation between resets, as a GPU step that reads nothing back), each
+/* The pinned staging of host arrays (gf_cuda_stage, src/core/cuda/arena.c): steps that read
+ * nothing back (the only waits are the resets' own, each for the step before last), each
  * staging arrays the host overwrites at once, the third step larger than the first two. Every
  * staged array must arrive whole (copied on the stream into a buffer that outlives the steps);
  * the copies of the first step, and of the step that outgrew the buffers, are pageable; from
@@ -240,6 +240,10 @@ GF_TEST(cuda, staging_pinned_double_buffered) {
             at += n;
         }
         gf_ctx_reset(&ctx); /* no synchronisation: the next step is queued behind this one */
+        /* the reset waited for the step before last only: the event of the step just queued
+         * (its buffer, now the other one) is still to be waited for */
+        if (st >= 3)
+            GF_CHECK(a->stage[a->cur ^ 1].pending, "step %d: the reset waited for the step it ended", st + 1);
         allocs[st] = a->n_host_allocs;
         pageable[st] = a->n_pageable;
     }

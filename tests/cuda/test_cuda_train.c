@@ -24,7 +24,8 @@
  *    a wrong kernel (a dropped mask, a wrong gradient) moves the loss by 1e-2 or more within a few
  *    steps. The measured maxima are printed (the first GPU run should put them in docs/cuda.md).
  *    On the emulator also: from the third step on the host waits for the stream exactly twice
- *    a step (the loss after backward, the gradient norm), so never inside the forward;
+ *    a step (the loss after backward, the gradient norm), so never inside the forward, and
+ *    uploads nothing from pageable memory (every host array goes through the pinned staging);
  *  - the trainer: a run stopped on the GPU resumes on the CPU, and one stopped on the CPU resumes on
  *    the GPU; both finish on the CPU run's curve (metrics.tsv rows within 1e-3).
  * Tests that train need every op of the model on the GPU (docs/cuda.md lists those that are).
@@ -411,13 +412,16 @@ static void steps_match(const char *family) {
         gf_step_out out_c, out_g;
         GF_REQUIRE_OK(gf_train_step(&c, &oc, &ac, &in, &out_c));
 #ifdef GF_CUDA_EMULATOR
-        const unsigned long waits0 = gf_emu_waits();
+        const unsigned long waits0 = gf_emu_waits(), pageable0 = gf_emu_pageable_uploads();
 #endif
         GF_REQUIRE_OK(gf_train_step(&g, &og, &ac, &in, &out_g));
 #ifdef GF_CUDA_EMULATOR /* the host waits for the GPU twice a step (the loss, Σg²), never in the forward */
         const unsigned long waits = gf_emu_waits() - waits0;
         if (step >= 2) GF_CHECK(waits == 2, "%s step %lld: the host waited for the stream %lu times (2: the loss "
                                 "after backward, the gradient norm)", family, (long long)step + 1, waits);
+        const unsigned long pageable = gf_emu_pageable_uploads() - pageable0; /* all through the pinned staging */
+        if (step >= 2) GF_CHECK(pageable == 0, "%s step %lld: %lu uploads from pageable memory", family,
+                                (long long)step + 1, pageable);
 #endif
         GF_REQUIRE(!out_c.nonfinite && !out_g.nonfinite, "step %lld: non-finite (%s, %s)", (long long)step,
                    out_c.nonfinite ? out_c.nonfinite : "-", out_g.nonfinite ? out_g.nonfinite : "-");

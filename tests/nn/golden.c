@@ -94,13 +94,17 @@ static double compare_adamw(const gf_golden_model *m, void *self, const gf_safet
     for (int64_t s = 0; s < al->numel; s++) {
         gf_ctx_reset(ctx);
         gf_params_zero_grad(p);
-#ifdef GF_CUDA_EMULATOR /* a training forward (no outputs asked for) queues its work and never waits */
-        const unsigned long w0 = gf_emu_waits();
+#ifdef GF_CUDA_EMULATOR /* a training forward (no outputs asked for) queues its work and never waits;
+                        * from the second step on its uploads all come from the pinned staging */
+        const unsigned long w0 = gf_emu_waits(), u0 = gf_emu_pageable_uploads();
 #endif
         gf_tensor *l = m->forward(self, ctx, f, NULL);
 #ifdef GF_CUDA_EMULATOR
         GF_CHECK(gf_emu_waits() == w0, "step %lld: the training forward waited for the GPU %lu times", (long long)s,
                  gf_emu_waits() - w0);
+        if (s >= 1)
+            GF_CHECK(gf_emu_pageable_uploads() == u0, "step %lld: %lu uploads from pageable memory in the forward",
+                     (long long)s, gf_emu_pageable_uploads() - u0);
 #endif
         gf_tape_backward(ctx, l);
         double gn = gf_clip_grad_norm(p, gf_golden_meta_f(f, "clip_max_norm"));

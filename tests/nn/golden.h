@@ -9,8 +9,9 @@
  *   grads   |Δ| <= 1e-4 * max|ref| of that tensor (+1e-7)
  *   AdamW   losses and grad norms relative 1e-4 over the steps
  * and prints the worst error per variant so the margins stay visible. On the CUDA emulator it
- * also counts the host's waits for the stream: the AdamW steps' forward (no outputs asked for,
- * as in training) must not wait. */
+ * also counts the host's waits for the stream and its uploads from pageable memory: the AdamW
+ * steps' forward (no outputs asked for, as in training) must not wait, and from the second
+ * step on uploads only through the pinned staging. */
 #ifndef GF_TEST_GOLDEN_H
 #define GF_TEST_GOLDEN_H
 

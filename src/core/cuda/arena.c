@@ -110,7 +110,12 @@ static void free_chain(gf_cuda_chunk *c) {
 
 void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes) {
     void *d = gf_cuda_arena_alloc(a, bytes);
-    if (bytes == 0) return d;
+    gf_cuda_stage_into(a, d, host, bytes);
+    return d;
+}
+
+void gf_cuda_stage_into(gf_cuda_arena *a, void *d, const void *host, size_t bytes) {
+    if (bytes == 0) return;
     size_t need = (bytes + GF_STAGE_ALIGN - 1) & ~(size_t)(GF_STAGE_ALIGN - 1);
     gf_cuda_staging *s = &a->stage[a->cur];
     const void *src = host;
@@ -122,7 +127,6 @@ void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes) {
     }
     a->staged += need;
     GF_CUDA_NOTE(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
-    return d;
 }
 
 /* the end of a step: mark the step's buffer, then make the other one ready for the next step */
@@ -142,21 +146,19 @@ static void staging_next(gf_cuda_arena *a) {
     }
     s->used = 0;
     if (a->staged_high <= s->cap) return;
-    /* grow to the most one step staged, with room for batches a little larger (NLI's vary) */
+    if (a->staged_high <= a->stage_refused) return; /* pinned memory was refused at this size */
+    /* grow to the most one step staged, with room for batches a little larger (NLI's vary); the
+     * old buffer goes only once the new one is had */
     size_t cap = a->staged_high + a->staged_high / 4 + 4096;
-    if (s->buf) GF_CUDA_NOTE(cudaFreeHost(s->buf));
-    s->buf = NULL;
-    s->cap = 0;
     void *b = NULL;
-    if (cudaHostAlloc(&b, cap, cudaHostAllocDefault) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no pinned memory to be had: stay pageable, not an error */
+    if (cudaHostAlloc(&b, cap, cudaHostAllocDefault) != cudaSuccess ||
+        (!s->done && cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess)) {
+        (void)cudaGetLastError(); /* no pinned memory to be had: stay as it is, not an error */
+        if (b) GF_CUDA_NOTE(cudaFreeHost(b));
+        a->stage_refused = a->staged_high; /* not asked again until a step stages more */
         return;
     }
-    if (!s->done && cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) {
-        (void)cudaGetLastError();
-        GF_CUDA_NOTE(cudaFreeHost(b));
-        return;
-    }
+    if (s->buf) GF_CUDA_NOTE(cudaFreeHost(s->buf));
     s->buf = b;
     s->cap = cap;
     a->n_host_allocs++;

@@ -54,8 +54,7 @@ static int32_t *sort_rows_by_id(gf_ctx *ctx, const int32_t *ids, int64_t cnt, in
      * arena then asks for the same bytes every step and stays one chunk (no cudaMalloc in a step) */
     int64_t umax = cnt < V ? cnt : V;
     int32_t *d = (int32_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)(2 * umax + 1 + cnt) * sizeof(int32_t));
-    GF_CUDA_NOTE(cudaMemcpyAsync(d, buf, (size_t)(2 * u + 1 + cnt) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                 gf_cuda_stream()));
+    gf_cuda_stage_into(ctx->cuda, d, buf, (size_t)(2 * u + 1 + cnt) * sizeof(int32_t));
     return d;
 }
 

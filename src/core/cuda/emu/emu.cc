@@ -193,6 +193,7 @@ static std::vector<inflight> in_flight;
 static uint64_t stream_seq;  /* work queued so far: launches, copies, memsets, GEMMs, event records */
 static uint64_t waited_seq;  /* the work the host has waited for */
 static unsigned long host_waits; /* gf_emu_waits: synchronisations that had queued work to wait for */
+static unsigned long pageable_uploads; /* gf_emu_pageable_uploads */
 static void queued(void) { /* lock held */
     stream_seq++;
 }
@@ -208,12 +209,13 @@ static uint64_t checksum(const unsigned char *p, size_t n) { /* FNV-1a */
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
-static bool is_pinned(const void *p) {
+/* [p, p + bytes) inside one pinned allocation? (bytes 0: p inside it) */
+static bool is_pinned(const void *p, size_t bytes) {
     uintptr_t a = (uintptr_t)p;
     auto it = pinned.upper_bound(a);
     if (it == pinned.begin()) return false;
     --it;
-    return a - it->first < it->second;
+    return a - it->first < it->second && bytes <= it->second - (a - it->first);
 }
 /* a synchronisation that waits for the work numbered <= upto: its copies are done */
 static void complete_upto(uint64_t upto) {
@@ -235,7 +237,10 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     *p = NULL;
     if (flags != cudaHostAllocDefault) return cudaErrorInvalidValue;
     void *q = aligned_alloc(256, taken(bytes));
-    if (!q) return cudaErrorMemoryAllocation;
+    if (!q) {
+        if (!last_error) last_error = cudaErrorMemoryAllocation; /* as the runtime: cudaGetLastError sees it */
+        return cudaErrorMemoryAllocation;
+    }
     pinned[(uintptr_t)q] = bytes ? bytes : 1;
     *p = q;
     return cudaSuccess;
@@ -267,8 +272,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                                                    : true;
         if (!ok) return cudaErrorInvalidValue;
         queued();
-        if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) waits_for(stream_seq); /* returns when done */
-        if (kind == cudaMemcpyHostToDevice && is_pinned(src)) {
+        if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) { /* returns when the stream has done it */
+            complete_upto(stream_seq);
+            waits_for(stream_seq);
+        }
+        if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) pageable_uploads++;
+        if (kind == cudaMemcpyHostToDevice && is_pinned(src, bytes)) {
             const unsigned char *p = (const unsigned char *)src;
             in_flight.push_back({p, bytes, checksum(p, bytes), stream_seq});
         }
@@ -311,6 +320,10 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 unsigned long gf_emu_waits(void) {
     std::lock_guard<std::mutex> g(lock);
     return host_waits;
+}
+unsigned long gf_emu_pageable_uploads(void) {
+    std::lock_guard<std::mutex> g(lock);
+    return pageable_uploads;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     if (flags & ~(unsigned)cudaEventDisableTiming) return cudaErrorInvalidValue;

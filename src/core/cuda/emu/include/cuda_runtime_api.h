@@ -87,6 +87,8 @@ void gf_emu_unpoison(const void *p, size_t bytes);
  * synchronisations, and copies to pageable host memory, which return only when done on a GPU);
  * tests count a training step's waits with it. */
 unsigned long gf_emu_waits(void);
+/* Not CUDA: host-to-device copies from pageable (not cudaHostAlloc'd) memory so far. */
+unsigned long gf_emu_pageable_uploads(void);
 
 #ifdef __cplusplus
 }
