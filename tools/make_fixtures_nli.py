@@ -182,8 +182,9 @@ def main(argv=None):
         if args.check:
             os.remove(tmp)
             same = os.path.exists(path) and open(path, "rb").read() == blob
-            bad += not same
-            print(f"  {'same   ' if same else 'DIFFERS'} {vname}.safetensors")
+            verdict, detail = ("same", "") if same else safetensors_io.compare(path, tensors, meta)
+            bad += verdict == "DIFFERS"
+            print(f"  {verdict:7s} {vname}.safetensors  {detail}".rstrip())
         else:
             os.replace(tmp, path)
         ww = f"{meta['window']} / {meta['stride']}" if meta["family"] == "grassmann" else "-"
