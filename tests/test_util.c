@@ -9,6 +9,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifndef GF_SOURCE_ROOT
+#define GF_SOURCE_ROOT "."
+#endif
+
+const char *gf_test_source_root(void) {
+    const char *e = getenv("GF_SOURCE_ROOT");
+    return e && *e ? e : GF_SOURCE_ROOT;
+}
+
 char *gf_test_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -7,6 +7,9 @@
 
 #include "gflow/recipe.h"
 
+/* the source tree the fixtures are read from: $GF_SOURCE_ROOT when set (a test binary run from a
+ * moved tree, as on the GPU machine), else the tree this runner was built from */
+const char *gf_test_source_root(void);
 /* malloc'd contents of path, NUL-terminated, or NULL; *n (when non-NULL) gets the size */
 char *gf_test_slurp(const char *path, size_t *n);
 /* 1 when path now holds exactly the n bytes of data (created or truncated), else 0 */

@@ -7,9 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
 
 /* set (or unset, v NULL) an environment variable, remembering the old value in *old */
 static void env_put(const char *k, const char *v, char **old) {
@@ -55,9 +52,8 @@ GF_TEST(unit, data_dirs_resolution_order) {
 GF_TEST(unit, recipe_data_dir_defaults) {
     char *o_dd, *o_mirror;
     gf_recipe r;
-    const char *root = getenv("GF_SOURCE_ROOT");
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/recipes/quickstart.ini", root && *root ? root : GF_SOURCE_ROOT);
+    snprintf(path, sizeof path, "%s/recipes/quickstart.ini", gf_test_source_root());
     GF_REQUIRE_OK(gf_recipe_load(path, NULL, 0, &r));
     env_put("GFLOW_DATA_DIR", "/srv/gfdata", &o_dd);
     env_put("GFLOW_DATA_MIRROR", "/mirror", &o_mirror);
@@ -110,4 +106,15 @@ GF_TEST(unit, share_dir_installed_then_build_dir) {
     /* this test binary is in a build directory of the real source tree */
     GF_CHECK_OK(gf_share_dir(out, sizeof out, &installed));
     GF_CHECK(installed == 0, "gf_tests is not installed (%s)", out);
+}
+
+/* A test runner moved with its fixtures to another tree (the GPU machine's pack) reads them
+ * where $GF_SOURCE_ROOT says, not where it was built; every fixture path goes through this. */
+GF_TEST(unit, tests_read_fixtures_from_gf_source_root) {
+    char *o_root;
+    env_put("GF_SOURCE_ROOT", "/moved/tree", &o_root);
+    GF_CHECK(!strcmp(gf_test_source_root(), "/moved/tree"), "%s", gf_test_source_root());
+    unsetenv("GF_SOURCE_ROOT");
+    GF_CHECK(strcmp(gf_test_source_root(), "/moved/tree") && gf_test_source_root()[0], "%s", gf_test_source_root());
+    env_restore("GF_SOURCE_ROOT", o_root);
 }

@@ -7,15 +7,18 @@
 #include <sys/stat.h>
 
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow/data.h"
 #include "gflow/error.h"
 #include "gflow/rng.h"
 #include "gflow/tokenizer.h"
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
-#define FIX GF_SOURCE_ROOT "/tests/data/fixtures/"
+/* a file of tests/data/fixtures/ (a static buffer: one use at a time) */
+static const char *fix(const char *name) {
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/fixtures/%s", gf_test_source_root(), name);
+    return path;
+}
 
 /* a fresh scratch directory per test */
 static const char *scratch(const char *name) {
@@ -68,7 +71,7 @@ GF_TEST(data, fetch_script_rejects_tampered_and_reports_missing) {
     snprintf(out, sizeof out, "%s/log.txt", d);
     /* from another cwd, as `gflow data fetch` would run it */
     snprintf(cmd, sizeof cmd, "cd / && GFLOW_DATA_MIRROR=%s/mirror %s/datasets/fetch.sh wikitext2 %s/dest > %s 2>&1",
-             d, GF_SOURCE_ROOT, d, out);
+             d, gf_test_source_root(), d, out);
     int rc = system(cmd);
     GF_CHECK(rc != 0, "tampered file must fail the fetch");
     FILE *f = fopen(out, "r");
@@ -208,7 +211,7 @@ GF_TEST(data, snli_header_by_name_skips_dash) {
     GF_REQUIRE(t != NULL, "%s", gf_last_error());
     gf_snli_opts o = {.max_len = 4, .pad_id = 0};
     gf_snli_data d;
-    GF_REQUIRE_OK(gf_snli_load(&d, FIX "snli_reordered.txt", t, &o));
+    GF_REQUIRE_OK(gf_snli_load(&d, fix("snli_reordered.txt"), t, &o));
     GF_CHECK(d.n == 3, "n=%lld", (long long)d.n);
     GF_CHECK(d.rows_read == 4 && d.skipped_no_label == 1, "rows %lld skipped %lld", (long long)d.rows_read,
              (long long)d.skipped_no_label);
@@ -234,9 +237,9 @@ GF_TEST(data, snli_bad_rows_name_file_and_line) {
     GF_REQUIRE(t != NULL, "%s", gf_last_error());
     gf_snli_opts o = {.max_len = 8};
     gf_snli_data d;
-    GF_CHECK_ERR(gf_snli_load(&d, FIX "snli_bad.txt", t, &o), GF_E_PARSE, "snli_bad.txt:3:");
+    GF_CHECK_ERR(gf_snli_load(&d, fix("snli_bad.txt"), t, &o), GF_E_PARSE, "snli_bad.txt:3:");
     o.skip_bad_rows = 1;
-    GF_REQUIRE_OK(gf_snli_load(&d, FIX "snli_bad.txt", t, &o));
+    GF_REQUIRE_OK(gf_snli_load(&d, fix("snli_bad.txt"), t, &o));
     GF_CHECK(d.n == 2 && d.skipped_bad == 2, "n=%lld bad=%lld", (long long)d.n, (long long)d.skipped_bad);
     gf_snli_free(&d);
     /* unknown label is reported at its line too */
@@ -255,7 +258,7 @@ GF_TEST(data, snli_loader_masks_and_state) {
     GF_REQUIRE(t != NULL, "%s", gf_last_error());
     gf_snli_opts o = {.max_len = 6, .pad_id = 0};
     gf_snli_data d;
-    GF_REQUIRE_OK(gf_snli_load(&d, FIX "snli_reordered.txt", t, &o));
+    GF_REQUIRE_OK(gf_snli_load(&d, fix("snli_reordered.txt"), t, &o));
     gf_snli_loader *ld = NULL;
     GF_REQUIRE_OK(gf_snli_loader_new(&ld, &d, 1, 42));
     enum { B = 2, Ls = 6, STEPS = 9 };

@@ -1,6 +1,7 @@
 /* golden.c — see golden.h. */
 #include "nn/golden.h"
 #include "gf_test.h"
+#include "test_util.h"
 #ifdef GF_CUDA_EMULATOR
 #include <cuda_runtime_api.h> /* gf_emu_waits */
 #endif
@@ -9,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
 
 int64_t gf_golden_meta_i(const gf_safetensors_file *f, const char *key) {
     const char *v = gf_safetensors_meta(f, key);
@@ -123,7 +121,7 @@ void gf_golden_run(const char *variant, const gf_golden_model *m, void *self) {
 
 void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
+    snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", gf_test_source_root(), variant);
     gf_safetensors_file *f = NULL;
     GF_REQUIRE_OK(gf_safetensors_read(path, &f));
     gf_params *p = m->open(self, f);

@@ -8,14 +8,6 @@
 #include "gflow.h"
 #include "gflow/recipe.h"
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
-
-static const char *src_root(void) {
-    const char *e = getenv("GF_SOURCE_ROOT");
-    return e && *e ? e : GF_SOURCE_ROOT;
-}
 
 static void tmp_path(char *out, size_t cap, const char *name) {
     snprintf(out, cap, "%s/%s", gf_test_tmpdir(), name);
@@ -151,7 +143,7 @@ GF_TEST(unit, recipe_malformed_table) {
 
 static void load_shipped(const char *name, gf_recipe *r, gf_status *st) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/recipes/%s", src_root(), name);
+    snprintf(path, sizeof path, "%s/recipes/%s", gf_test_source_root(), name);
     *st = gf_recipe_load(path, NULL, 0, r);
 }
 
@@ -340,7 +332,7 @@ GF_TEST(unit, recipe_keys_doc_up_to_date) {
     fclose(m);
     GF_CHECK(strstr(gen, "| `offsets` | int list | `1,2,4,8,12,16` |") != NULL, "table row present");
     char path[1024];
-    snprintf(path, sizeof path, "%s/docs/recipe-keys.md", src_root());
+    snprintf(path, sizeof path, "%s/docs/recipe-keys.md", gf_test_source_root());
     size_t have_len = 0;
     char *have = gf_test_slurp(path, &have_len);
     if (!have || have_len != gen_len || memcmp(have, gen, gen_len) != 0) {

@@ -1,15 +1,13 @@
 /* test_export_torch.c — `gflow export` output loads into the PyTorch reference and gives the
  * same logits (tools/load_gflow.py), for both families; skipped without python3-torch. */
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow.h"
 #include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
 
 static void check_family(const char *family, const char *block, const char *extra) {
     if (system("/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null") != 0) {
@@ -56,7 +54,7 @@ static void check_family(const char *family, const char *block, const char *extr
     const int64_t *shapes[2] = {s0, s1};
     const void *datas[2] = {tok, out.logits->data};
     GF_REQUIRE_OK(gf_safetensors_write(check, 2, names, dt, nd, shapes, datas, 0, NULL, NULL));
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/load_gflow.py %s --check %s", GF_SOURCE_ROOT, model, check);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/load_gflow.py %s --check %s", gf_test_source_root(), model, check);
     int rc = system(cmd);
     GF_CHECK(rc == 0, "%s %s: PyTorch logits from the exported weights differ (rc %d)", family, block, rc);
     gf_ctx_free(&ctx);

@@ -1,6 +1,7 @@
 /* test_safetensors.c — reading the golden fixtures, C/python round trips, parameter-block
  * load/export, and rejection of malformed files with messages naming file and tensor. */
 #include "gf_test.h"
+#include "test_util.h"
 #include "gflow/safetensors.h"
 
 #include <stdint.h>
@@ -8,12 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef GF_SOURCE_ROOT
-#define GF_SOURCE_ROOT "."
-#endif
 
 static const char *fixture_path(char *buf, size_t n, const char *variant) {
-    snprintf(buf, n, "%s/tests/fixtures/golden/%s.safetensors", GF_SOURCE_ROOT, variant);
+    snprintf(buf, n, "%s/tests/fixtures/golden/%s.safetensors", gf_test_source_root(), variant);
     return buf;
 }
 
@@ -214,7 +212,7 @@ GF_TEST(unit, st_python_roundtrip) {
           fp);
     fclose(fp);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' '%s' '%s' >'%s' 2>&1", script,
-             GF_SOURCE_ROOT, c2py, py2c, log);
+             gf_test_source_root(), c2py, py2c, log);
     int rc = system(cmd);
     if (rc != 0) {
         char buf[2048] = {0};
