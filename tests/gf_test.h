@@ -22,7 +22,9 @@
  * The runner asks the gate once (in a child process), before the suite's first test. When it
  * returns a reason, the runner prints the one line "SKIP cuda: <reason>" and runs and counts
  * none of the suite's tests (not passed, not skipped); a run in which nothing else ran then
- * exits 77, which meson reports as a skip.
+ * exits 77, which meson reports as a skip. With GF_REQUIRE_GPU=1 in the environment (the GPU
+ * machine's script, tools/gpu_check.sh) a closed gate is also one failure: a missing GPU cannot
+ * pass for a green suite.
  */
 #ifndef GF_TEST_H
 #define GF_TEST_H
@@ -35,6 +37,8 @@ typedef void (*gf_test_fn)(void);
 void gf_test_register(const char *suite, const char *name, const char *file, gf_test_fn fn);
 typedef const char *(*gf_test_gate_fn)(void);
 void gf_test_register_gate(const char *suite, gf_test_gate_fn fn);
+/* 1 when $GF_REQUIRE_GPU is set and not "0" */
+int gf_test_require_gpu(void);
 void gf_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Mark the running test skipped (e.g. the data mirror is absent) with a reason. */

@@ -23,6 +23,11 @@ void gf_test_register(const char *suite, const char *name, const char *file, gf_
         tests[n_tests++] = (test_entry){suite, name, file, fn};
 }
 
+int gf_test_require_gpu(void) {
+    const char *e = getenv("GF_REQUIRE_GPU");
+    return e && *e && strcmp(e, "0");
+}
+
 /* suite gates (GF_TEST_GATE): asked once, before the suite's first test */
 typedef struct { const char *suite; gf_test_gate_fn fn; int asked, closed; } gate_entry;
 static gate_entry gates[16];
@@ -74,6 +79,10 @@ static int suite_closed(const char *suite, int *failed) {
             g->asked = 1;
             int r = ask_gate(g);
             if (r < 0) (*failed)++;
+            if (r > 0 && gf_test_require_gpu()) { /* the GPU machine's script: a closed gate is a failure */
+                printf("FAIL  %s: GF_REQUIRE_GPU=1 and the suite cannot run here (the SKIP line says why)\n", suite);
+                (*failed)++;
+            }
             g->closed = r != 0;
         }
         return g->closed;

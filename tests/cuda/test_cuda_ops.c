@@ -18,11 +18,16 @@
 #include <string.h>
 
 GF_TEST_GATE(cuda) {
+    static char why[300];
     gf_cuda_info info;
     gf_cuda_probe(&info);
     if (!gf_cuda_built()) return "built without CUDA";
-    if (info.n_devices == 0) return "no CUDA device visible";
+    if (info.n_devices == 0) {
+        snprintf(why, sizeof why, "no CUDA device visible: %s", info.why);
+        return why;
+    }
 #ifdef GF_CUDA_EMULATOR /* said once per suite: what passes here was not run on a GPU */
+    if (gf_test_require_gpu()) return "the CUDA emulator is not a GPU";
     printf("NOTE  cuda: on %s: the kernels' logic is checked, not a GPU (docs/cuda.md \"The emulator\")\n", info.name);
     fflush(stdout);
 #endif

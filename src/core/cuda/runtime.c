@@ -130,11 +130,19 @@ void gf_cuda_probe(gf_cuda_info *info) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
-        if (e != cudaSuccess)
-            snprintf(info->why, sizeof info->why, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+        /* say what is missing in the user's words: with no driver loaded at all cudart reports
+         * "CUDA driver version is insufficient", which reads like a version mismatch */
+        if (info->driver_version == 0)
+            snprintf(info->why, sizeof info->why, "no NVIDIA driver (libcuda.so.1 not found or not loadable; "
+                     "cudaGetDeviceCount: %s)", cudaGetErrorName(e));
+        else if (e == cudaErrorNoDevice || (e == cudaSuccess && n <= 0))
+            snprintf(info->why, sizeof info->why, "no NVIDIA GPU visible to driver %d.%d (cudaGetDeviceCount: %s)",
+                     info->driver_version / 1000, info->driver_version % 1000 / 10, cudaGetErrorName(e));
         else
-            snprintf(info->why, sizeof info->why, "cudaGetDeviceCount: 0 devices");
+            snprintf(info->why, sizeof info->why, "cudaGetDeviceCount: %s (%s); driver %d.%d, runtime %d.%d",
+                     cudaGetErrorString(e), cudaGetErrorName(e), info->driver_version / 1000,
+                     info->driver_version % 1000 / 10, info->runtime_version / 1000,
+                     info->runtime_version % 1000 / 10);
         return;
     }
     info->n_devices = n;
