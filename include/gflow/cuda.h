@@ -65,8 +65,14 @@ void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line);
 void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int line);
 #define GF_CUDA_NOTE(call) gf_cuda_note((call), #call, __FILE__, __LINE__)
 #define GF_CUBLAS_NOTE(call) gf_cublas_note((call), #call, __FILE__, __LINE__)
-/* after a kernel launch: a bad launch configuration is reported at once by the runtime */
+/* after a kernel launch: a bad launch configuration is reported at once by the runtime.
+ * Debugging a fault on a GPU: GF_CUDA_SYNC=1 in the environment makes every noted call (each
+ * launch, copy, memset and cuBLAS call of the ops) wait for the stream, so an error names the
+ * kernel and the file:line of its launch (slow; gf_cuda_sync_mode says whether it is on). A
+ * failure noted earlier is reported before any later GF_CUDA_TRY's error (a copy's, say). */
 #define GF_CUDA_LAUNCHED(kernel) gf_cuda_note(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)
+
+int gf_cuda_sync_mode(void);
 
 /* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */
 gf_status gf_cuda_sync(void);

@@ -131,6 +131,14 @@ GF_TEST(unit, cuda_errors_name_the_call) {
     gf_cuda_note(cudaErrorInvalidValue, "launch of k1", "../src/ops/cuda/a.cu", 3);
     gf_cuda_note(cudaErrorLaunchFailure, "launch of k2", "../src/ops/cuda/b.cu", 4);
     GF_CHECK_ERR(gf_cuda_sync(), GF_E_EXTERNAL, "launch of k1 at src/ops/cuda/a.cu:3");
+    /* a failure noted before a copy's error is the cause: reported first, then forgotten */
+    gf_cuda_note(cudaErrorLaunchFailure, "launch of k3", "../src/ops/cuda/c.cu", 5);
+    GF_CHECK_ERR(gf_cuda_status(cudaErrorIllegalAddress, "cudaMemcpyAsync(d, s, n)", "../src/core/r.c", 9),
+                 GF_E_EXTERNAL, "CUDA error in launch of k3 at src/ops/cuda/c.cu:5: ");
+    GF_CHECK(strstr(gf_last_error(), "; then CUDA error in cudaMemcpyAsync(d, s, n) at src/core/r.c:9") != NULL,
+             "message: %s", gf_last_error());
+    GF_CHECK_ERR(gf_cuda_status(cudaErrorIllegalAddress, "cudaFree(p)", "../src/core/r.c", 10), GF_E_EXTERNAL,
+                 "CUDA error in cudaFree(p) at src/core/r.c:10: ");
     gf_cuda_info info;
     gf_cuda_probe(&info);
     if (info.n_devices == 0) GF_CHECK_OK(gf_cuda_sync());
@@ -238,3 +246,20 @@ GF_TEST(unit, cuda_resume_changes_where_it_runs) {
     free(other_device);
     free(other_seed);
 }
+
+#if defined(GF_HAVE_CUDA) && !defined(GF_CUDA_EMULATOR)
+void gf_test_launch_fault(float *p); /* fault_kernels.cu */
+
+/* GF_CUDA_SYNC=1 on a GPU: a kernel that faults is named, with the file and line of its launch,
+ * by the first error reported after it (without the mode, by the copy that found it). The fault
+ * leaves the CUDA context unusable: this test's process (a child of the runner) ends with it. */
+GF_TEST(cuda, sync_mode_names_the_faulting_kernel) {
+    setenv("GF_CUDA_SYNC", "1", 1);
+    GF_REQUIRE_OK(gf_cuda_init());
+    GF_CHECK(gf_cuda_sync_mode(), "GF_CUDA_SYNC=1 not seen");
+    gf_test_launch_fault(NULL);
+    GF_CHECK_ERR(gf_cuda_sync(), GF_E_EXTERNAL,
+                 "CUDA error in launch of fk_store (GF_CUDA_SYNC=1: the stream synchronised after it) at "
+                 "tests/cuda/fault_kernels.cu:");
+}
+#endif

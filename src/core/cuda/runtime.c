@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 gf_cublas_api gf_cublas;
@@ -86,28 +87,65 @@ static void format_cublas(char *buf, size_t n, cublasStatus_t s, const char *cal
         snprintf(buf, n, "cuBLAS error in %s at %s:%d: status %d", call, short_path(file), line, (int)s);
 }
 
+/* A kernel's fault surfaces at the next call that waits (a copy, a synchronisation): when an op
+ * noted a failure before it, that one is the cause and is reported first (then forgotten). */
+static gf_status report(const char *msg) {
+    if (!rt.noted) return gf_error_set(GF_E_EXTERNAL, "%s", msg);
+    rt.noted = GF_OK;
+    return gf_error_set(GF_E_EXTERNAL, "%s; then %s", rt.noted_msg, msg);
+}
+
 gf_status gf_cuda_status(cudaError_t e, const char *call, const char *file, int line) {
     if (e == cudaSuccess) return GF_OK;
     char msg[1024];
     format_cuda(msg, sizeof msg, e, call, file, line);
-    return gf_error_set(GF_E_EXTERNAL, "%s", msg);
+    return report(msg);
 }
 
 gf_status gf_cublas_status(cublasStatus_t s, const char *call, const char *file, int line) {
     if (s == CUBLAS_STATUS_SUCCESS) return GF_OK;
     char msg[1024];
     format_cublas(msg, sizeof msg, s, call, file, line);
-    return gf_error_set(GF_E_EXTERNAL, "%s", msg);
+    return report(msg);
+}
+
+int gf_cuda_sync_mode(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("GF_CUDA_SYNC");
+        mode = e && *e && strcmp(e, "0");
+    }
+    return mode;
+}
+
+/* GF_CUDA_SYNC=1: after a call an op noted as successful, wait for the stream, so that a kernel
+ * that faults is named with its launch's file and line instead of the next copy's */
+static void sync_after(const char *call, const char *file, int line) {
+    if (!gf_cuda_sync_mode() || rt.noted || !rt.tried || rt.status) return;
+    cudaError_t e = cudaStreamSynchronize(rt.stream);
+    if (e == cudaSuccess) return;
+    char what[600];
+    snprintf(what, sizeof what, "%s (GF_CUDA_SYNC=1: the stream synchronised after it)", call);
+    format_cuda(rt.noted_msg, sizeof rt.noted_msg, e, what, file, line);
+    rt.noted = GF_E_EXTERNAL;
 }
 
 void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line) {
-    if (e == cudaSuccess || rt.noted) return;
+    if (rt.noted) return;
+    if (e == cudaSuccess) {
+        sync_after(call, file, line);
+        return;
+    }
     format_cuda(rt.noted_msg, sizeof rt.noted_msg, e, call, file, line);
     rt.noted = GF_E_EXTERNAL;
 }
 
 void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int line) {
-    if (s == CUBLAS_STATUS_SUCCESS || rt.noted) return;
+    if (rt.noted) return;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        sync_after(call, file, line);
+        return;
+    }
     format_cublas(rt.noted_msg, sizeof rt.noted_msg, s, call, file, line);
     rt.noted = GF_E_EXTERNAL;
 }
