@@ -136,6 +136,12 @@ typedef struct gf_cuda_arena {
     size_t stage_refused;            /* staged_high when cudaHostAlloc last failed (0: never) */
     int64_t n_host_allocs;           /* cudaHostAlloc calls so far */
     int64_t n_pageable;              /* copies made from pageable memory (staging full or absent) */
+    /* GF_CUDA_ARENA_DEBUG=1 (compute-sanitizer runs): every request is its own cudaMalloc of
+     * exactly its size, freed at the next reset, so memcheck sees a kernel that reaches past its
+     * tensor (in the bump arena that would land in the next tensor, unseen). Slow. */
+    int debug;
+    void **dbg;                      /* this step's allocations (debug mode) */
+    size_t n_dbg, cap_dbg;
 } gf_cuda_arena;
 
 /* 256-byte aligned device memory, uninitialised */

@@ -212,6 +212,55 @@ GF_TEST(cuda, device_arena_steady_state) {
     case_free(&c);
 }
 
+/* GF_CUDA_ARENA_DEBUG=1 (the compute-sanitizer runs): every request of a step is its own
+ * cudaMalloc, all freed at the reset, and the step computes the same bits as in the bump arena. */
+GF_TEST(cuda, device_arena_debug_mode) {
+    int32_t ids[4 * 64];
+    for (int i = 0; i < 4 * 64; i++) ids[i] = (i * 31 + 3) % 97;
+    chain_user u = {ids, 4, 64};
+    op_case c = {.what = "chain", .f = b_chain, .user = &u};
+    int64_t st[2] = {97, 64}, sp[2] = {64, 64}, sw[2] = {64, 64}, sl[1] = {64};
+    add_input(&c, 2, st, 140, 1.0f);
+    add_input(&c, 2, sp, 141, 0.5f);
+    add_input(&c, 2, sw, 142, 0.1f);
+    add_input(&c, 1, sl, 143, 1.0f);
+    int64_t nout = 4 * 64 * 97;
+    float *r = malloc((size_t)nout * sizeof(float)), *out[2];
+    for (int64_t i = 0; i < nout; i++) r[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    int64_t grown[2][3];
+    for (int debug = 0; debug < 2; debug++) {
+        if (debug) setenv("GF_CUDA_ARENA_DEBUG", "1", 1);
+        gf_ctx ctx;
+        gf_ctx_init(&ctx, 0, NULL);
+        GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
+        GF_CHECK(ctx.cuda->debug == debug, "debug mode %d, asked %d", ctx.cuda->debug, debug);
+        out[debug] = malloc((size_t)nout * sizeof(float));
+        for (int step = 0; step < 3; step++) {
+            int64_t before = ctx.cuda->n_mallocs;
+            gf_tensor *y = b_chain(&ctx, c.gpu, &u);
+            gf_tape_backward_from(&ctx, y, r);
+            GF_CHECK_OK(gf_cuda_download(out[debug], y->data, (size_t)nout * sizeof(float)));
+            GF_CHECK(!debug || ctx.cuda->n_dbg == (size_t)(ctx.cuda->n_mallocs - before),
+                     "step %d: %zu live allocations, %lld cudaMalloc", step, ctx.cuda->n_dbg,
+                     (long long)(ctx.cuda->n_mallocs - before));
+            gf_ctx_reset(&ctx);
+            GF_CHECK(ctx.cuda->n_dbg == 0, "step %d: %zu allocations left after the reset", step, ctx.cuda->n_dbg);
+            grown[debug][step] = ctx.cuda->n_mallocs - before;
+        }
+        gf_ctx_free(&ctx);
+        unsetenv("GF_CUDA_ARENA_DEBUG");
+    }
+    GF_CHECK(grown[1][1] >= 8 && grown[1][2] == grown[1][1], "debug mode: %lld, %lld cudaMalloc in steps 2, 3",
+             (long long)grown[1][1], (long long)grown[1][2]);
+    GF_CHECK(grown[0][1] == 0 && grown[0][2] == 0, "bump arena: %lld, %lld cudaMalloc in steps 2, 3",
+             (long long)grown[0][1], (long long)grown[0][2]);
+    GF_CHECK(!memcmp(out[0], out[1], (size_t)nout * sizeof(float)), "the debug arena changed the step's output");
+    free(out[0]);
+    free(out[1]);
+    free(r);
+    case_free(&c);
+}
+
 /* The pinned staging of host arrays (gf_cuda_stage, src/core/cuda/arena.c): steps that read
  * nothing back (the only waits are the resets' own, each for the step before last), each
  * staging arrays the host overwrites at once, the third step larger than the first two. Every

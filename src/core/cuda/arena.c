@@ -49,6 +49,34 @@ static gf_cuda_chunk *chunk_new_or_abort(gf_cuda_arena *a, size_t cap) {
     return c;
 }
 
+/* debug mode: one cudaMalloc per request (see gf_cuda_arena.debug) */
+static void *debug_alloc(gf_cuda_arena *a, size_t bytes) {
+    if (a->n_dbg == a->cap_dbg) {
+        size_t cap = a->cap_dbg ? 2 * a->cap_dbg : 256;
+        void **d = realloc(a->dbg, cap * sizeof *d);
+        if (!d) gf_abort(__FILE__, __LINE__, "device step arena (debug mode): out of host memory");
+        a->dbg = d;
+        a->cap_dbg = cap;
+    }
+    void *p = NULL;
+    gf_status st = gf_cuda_status(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
+    if (st)
+        gf_abort(__FILE__, __LINE__, "out of device memory: the device step arena (GF_CUDA_ARENA_DEBUG=1) needs "
+                 "%zu bytes more (%zu in use): %s", bytes, a->used, gf_last_error());
+    a->dbg[a->n_dbg++] = p;
+    a->n_mallocs++;
+    a->used += bytes;
+    if (a->used > a->high_water) a->high_water = a->used;
+    return p;
+}
+
+static void debug_free(gf_cuda_arena *a) {
+    if (!a->n_dbg) return;
+    gf_cuda_note(cudaStreamSynchronize(gf_cuda_stream()), "cudaStreamSynchronize (arena)", __FILE__, __LINE__);
+    for (size_t i = 0; i < a->n_dbg; i++) gf_cuda_note(cudaFree(a->dbg[i]), "cudaFree(a->dbg[i])", __FILE__, __LINE__);
+    a->n_dbg = 0;
+}
+
 gf_status gf_ctx_use_cuda(gf_ctx *ctx, size_t first_bytes) {
     if (ctx->cuda) return GF_OK;
     GF_TRY(gf_cuda_init());
@@ -61,11 +89,14 @@ gf_status gf_ctx_use_cuda(gf_ctx *ctx, size_t first_bytes) {
         free(a);
         return st;
     }
+    const char *dbg = getenv("GF_CUDA_ARENA_DEBUG");
+    a->debug = dbg && *dbg && strcmp(dbg, "0");
     ctx->cuda = a;
     return GF_OK;
 }
 
 void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes) {
+    if (a->debug) return debug_alloc(a, bytes);
     size_t need = ((bytes + GF_CUDA_ALIGN - 1) & ~(size_t)(GF_CUDA_ALIGN - 1)) + GF_CUDA_FENCE;
     if (need == 0) need = GF_CUDA_ALIGN;
     gf_cuda_chunk *c = a->head;
@@ -175,6 +206,7 @@ static void staging_free(gf_cuda_arena *a) {
 
 void gf_cuda_arena_reset(gf_cuda_arena *a) {
     staging_next(a);
+    debug_free(a);
     if (a->first->next) {
         /* coalesce the chain into one chunk sized to the high-water mark */
         size_t cap = a->high_water < a->min_chunk ? a->min_chunk : a->high_water;
@@ -190,8 +222,10 @@ void gf_cuda_arena_reset(gf_cuda_arena *a) {
 
 void gf_cuda_arena_free(gf_cuda_arena *a) {
     if (!a) return;
+    debug_free(a);
     free_chain(a->first); /* synchronises the stream first: no copy reads the staging after it */
     staging_free(a);
+    free(a->dbg);
     free(a);
 }
 
