@@ -47,6 +47,7 @@ GF_TEST(cuda, plucker_mix) {
         {3, 130, 32, 100, {FAR, 2, 1e-8f, 0}},  /* one offset valid from t = 3, the other never */
         {3, 130, 7, 100, {PAPER, 6, 50.0f, 1}}, /* eps above every |p|: p̂ = p / eps */
         {3, 5, 7, 100, {BEYOND, 2, 1e-8f, 1}},  /* every offset >= L: g = 0, nothing reaches z or W */
+        {2, 20, 128, 32, {PAPER, 6, 1e-8f, 1}}, /* r = 128: 65 KiB of shared memory, past the 48 KiB default */
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         op_case c = {.what = "plucker_mix", .f = b_pm, .user = (void *)&k[i].u};
@@ -123,6 +124,7 @@ GF_TEST(cuda, plucker_window) {
         {3, 130, 7, 100, 1, {NULL, 16, 5, 1, 50.0f, 1}}, /* eps above every |p| */
         {3, 37, 32, 37, 1, {NULL, 8, 8, 1, 1e-8f, 0}},  /* unnormalised */
         {4, 24, 64, 16, 1, {NULL, 8, 8, 4, 1e-8f, 1}},  /* the NLI recipe's r = 64 (P = 2016) */
+        {2, 24, 128, 16, 1, {NULL, 8, 8, 4, 1e-8f, 1}}, /* r = 128: 65 KiB of shared memory (opt-in) */
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         pw_user u = k[i].u;

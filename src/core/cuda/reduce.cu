@@ -36,7 +36,7 @@ __device__ static double block_sum(double v) {
     return v;
 }
 
-__global__ static void sumsq_part(const float *__restrict__ x, int64_t n, double *__restrict__ part) {
+__global__ static void __launch_bounds__(SUMSQ_THREADS) sumsq_part(const float *__restrict__ x, int64_t n, double *__restrict__ part) {
     double s = 0.0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const double d = (double)x[i];
@@ -46,7 +46,8 @@ __global__ static void sumsq_part(const float *__restrict__ x, int64_t n, double
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-__global__ static void sumsq_final(const double *__restrict__ part, int nb, double *__restrict__ out) {
+/* 1,024 threads: the bounds tell the compiler to fit its registers to that */
+__global__ static void __launch_bounds__(GF_SUMSQ_BLOCKS) sumsq_final(const double *__restrict__ part, int nb, double *__restrict__ out) {
     double s = (int)threadIdx.x < nb ? part[threadIdx.x] : 0.0;
     s = block_sum(s);
     if (threadIdx.x == 0) *out = s;

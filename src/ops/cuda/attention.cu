@@ -362,16 +362,11 @@ static dim3 att_grid(const att_shape *a) {
     return dim3((unsigned)((a->L + ATT_BIG - 1) / ATT_BIG), (unsigned)a->H, (unsigned)a->B);
 }
 
-/* a kernel using more than 48 KiB of dynamic shared memory must say so before its launch */
-template <class Kern>
-static void att_smem_opt_in(Kern k, size_t bytes) {
-    GF_CUDA_NOTE(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
 template <int DP>
 static void att_fwd_launch(const att_shape *a, float *y, float *lse, const float *qkv, const uint8_t *mask) {
+    if (a->B * a->L * a->H == 0) return; /* nothing to attend (and no grid of 0 blocks) */
     const size_t bytes = (size_t)att_fwd_smem(DP) * sizeof(float);
-    att_smem_opt_in(att_fwd<DP>, bytes);
+    cu_smem_opt_in((const void *)att_fwd<DP>, bytes, "attention");
     att_fwd<DP><<<att_grid(a), ATT_THREADS, bytes, gf_cuda_stream()>>>(y, lse, qkv, mask, (int)a->L, (int)a->H,
                                                                        (int)a->Dh, a->causal, a->scale);
     GF_CUDA_LAUNCHED("att_fwd");
@@ -381,11 +376,11 @@ template <int DP>
 static void att_bwd_launch(const att_shape *a, float *dqkv, const float *qkv, const float *g, const float *lse,
                            const float *Dd, const uint8_t *mask, int fresh) {
     const size_t kv_bytes = (size_t)att_kv_smem(DP) * sizeof(float), q_bytes = (size_t)att_q_smem(DP) * sizeof(float);
-    att_smem_opt_in(att_bwd_kv<DP>, kv_bytes);
+    cu_smem_opt_in((const void *)att_bwd_kv<DP>, kv_bytes, "attention");
     att_bwd_kv<DP><<<att_grid(a), ATT_THREADS, kv_bytes, gf_cuda_stream()>>>(
         dqkv, qkv, g, lse, Dd, mask, (int)a->L, (int)a->H, (int)a->Dh, a->causal, a->scale, fresh);
     GF_CUDA_LAUNCHED("att_bwd_kv");
-    att_smem_opt_in(att_bwd_q<DP>, q_bytes);
+    cu_smem_opt_in((const void *)att_bwd_q<DP>, q_bytes, "attention");
     att_bwd_q<DP><<<att_grid(a), ATT_THREADS, q_bytes, gf_cuda_stream()>>>(
         dqkv, qkv, g, lse, Dd, mask, (int)a->L, (int)a->H, (int)a->Dh, a->causal, a->scale, fresh);
     GF_CUDA_LAUNCHED("att_bwd_q");
@@ -400,6 +395,7 @@ static void attention_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const int fresh = gf_grad_fresh(qkv);
     float *Dd = gf_cuda_floats(ctx, a.B * a.H * a.L); // (B, H, L)
     const int64_t nw = a.B * a.L * a.H;
+    if (nw == 0) return; /* no rows: no gradient (and no grid of 0 blocks) */
     att_rowdot<<<(unsigned)((nw + ATT_THREADS / 32 - 1) / (ATT_THREADS / 32)), ATT_THREADS, 0, gf_cuda_stream()>>>(
         Dd, n->out->grad, n->out->data, nw, (int)a.L, (int)a.H, (int)a.Dh);
     GF_CUDA_LAUNCHED("att_rowdot");

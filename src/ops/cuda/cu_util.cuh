@@ -13,6 +13,26 @@
 
 #include "../op_util.h"
 
+/* Let `kernel` use `bytes` of dynamic shared memory. Beyond the default 48 KiB a kernel must opt
+ * in (cudaFuncSetAttribute), up to what the GPU allows (227 KiB on an H100); the attribute stays
+ * with the kernel, so each kernel of this file is set once per size it grows to (a table keyed by
+ * the kernel's address), not at every launch. `op` names the op when the GPU cannot give it. */
+static inline void cu_smem_opt_in(const void *kernel, size_t bytes, const char *op) {
+    if (bytes <= 48 * 1024) return;
+    static struct { const void *k; size_t bytes; } set[16];
+    int i = 0;
+    while (i < 16 && set[i].k && set[i].k != kernel) i++;
+    GF_ASSERT(i < 16, "cu_smem_opt_in: more than 16 kernels in one file");
+    if (set[i].k == kernel && bytes <= set[i].bytes) return;
+    int dev = 0, max = 0;
+    GF_CUDA_NOTE(cudaGetDevice(&dev));
+    GF_CUDA_NOTE(cudaDeviceGetAttribute(&max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    GF_ASSERT(bytes <= (size_t)max, "%s: %zu bytes of shared memory for one block, the GPU allows %d", op, bytes, max);
+    GF_CUDA_NOTE(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    set[i].k = kernel;
+    set[i].bytes = bytes;
+}
+
 /* grid-stride loops: enough blocks to fill any GPU, never more than the data needs */
 static inline unsigned cu_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
@@ -106,6 +126,10 @@ static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, 
     int64_t rows = CU_COLSUM_ROWS;
     if ((N + rows - 1) / rows > 65535) rows = (N + 65534) / 65535; /* gridDim.y limit */
     const int64_t chunks = (N + rows - 1) / rows;
+    if (chunks == 0) { /* no rows: a sum of nothing (a launch of no blocks is an error) */
+        if (store) GF_CUDA_NOTE(cudaMemsetAsync(dst, 0, (size_t)C * sizeof(float), gf_cuda_stream()));
+        return;
+    }
     float *part = gf_cuda_floats(ctx, chunks * C); // (chunks, C)
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
     cu_colsum_part<F><<<grid, block, 0, gf_cuda_stream()>>>(part, N, C, rows, f);

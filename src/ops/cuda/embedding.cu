@@ -63,6 +63,7 @@ static void embedding_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *table = n->in[0];
     const int32_t *idx = (const int32_t *)n->aux; // [uniq (U) | off (U + 1) | rows (cnt)]
     int64_t U = n->ip[1], D = table->shape[1];
+    if (U == 0 || D == 0) return; /* no ids: nothing to add (and no grid of 0 blocks) */
     dim3 grid((unsigned)U, (unsigned)((D + 127) / 128));
     emb_bwd<<<grid, 128, 0, gf_cuda_stream()>>>(table->grad, n->out->grad, idx, idx + U, idx + 2 * U + 1, D);
     GF_CUDA_LAUNCHED("emb_bwd");

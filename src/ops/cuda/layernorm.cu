@@ -70,7 +70,7 @@ static void layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
     const float *g = n->out->grad, *stats = (const float *)n->saved; // stats (N, 2): mean, rstd
-    if (gf_needs_grad(x)) {
+    if (gf_needs_grad(x) && N > 0) {
         ln_bwd_x<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
             x->grad, g, x->data, gamma->data, stats, N, D);
         GF_CUDA_LAUNCHED("ln_bwd_x");
@@ -85,9 +85,11 @@ gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_ten
     int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
     gf_tensor *y = cu_tensor_like(ctx, x);
     float *stats = gf_cuda_floats(ctx, 2 * N); // (N, 2)
-    ln_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
-        y->data, stats, x->data, gamma->data, beta->data, N, D, eps);
-    GF_CUDA_LAUNCHED("ln_fwd");
+    if (N > 0) {
+        ln_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
+            y->data, stats, x->data, gamma->data, beta->data, N, D, eps);
+        GF_CUDA_LAUNCHED("ln_fwd");
+    }
     gf_tensor *in[3] = {x, gamma, beta};
     gf_node *n = gf_tape_record(ctx, &layernorm_cuda, y, 3, in);
     if (n) n->saved = stats;

@@ -19,18 +19,6 @@ static inline int plk_threads(int64_t P) {
     return t < 32 ? 32 : t > 256 ? 256 : (int)t;
 }
 
-/* Let `kernel` use `bytes` of dynamic shared memory: beyond the default 48 KiB it must opt in,
- * up to what the GPU allows (227 KiB on an H100, r up to about 230 in these kernels). */
-static inline void plk_smem(const void *kernel, size_t bytes, const char *op) {
-    if (bytes <= 48 * 1024) return;
-    int dev = 0, max = 0;
-    GF_CUDA_NOTE(cudaGetDevice(&dev));
-    GF_CUDA_NOTE(cudaDeviceGetAttribute(&max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    GF_ASSERT(bytes <= (size_t)max, "%s: r too large for the fused kernel (%zu bytes of shared memory, the GPU has %d)",
-              op, bytes, max);
-    GF_CUDA_NOTE(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
 /* the first pair of row i: pair (i, j), i < j, is k = plk_row0(i, R) + j - i - 1 */
 __device__ static inline int plk_row0(int i, int R) { return i * (2 * R - i - 1) / 2; }
 

@@ -165,7 +165,7 @@ static void plucker_mix_backward_cuda(gf_ctx *ctx, gf_node *n) {
     float *dpbar = gf_cuda_floats(ctx, BL * P); // (B*L, P)
     cu_sgemm_rm(0, 0, BL, P, D, G, D, w->data, P, 0.0f, dpbar, P);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pm_bwd_z's shared layout */
-    plk_smem((const void *)pm_bwd_z, smem, "plucker_mix");
+    cu_smem_opt_in((const void *)pm_bwd_z, smem, "plucker_mix (r too large for the fused kernel)");
     pm_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->norms, sv->offs,
                                                                        NW, L, (int)R, (int)P, eps, normalize);
     GF_CUDA_LAUNCHED("pm_bwd_z");
@@ -186,7 +186,7 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     sv->norms = gf_cuda_floats(ctx, BL * NW);
     sv->offs = (int64_t *)cu_stage(ctx, offsets, (size_t)NW * sizeof(int64_t));
     const size_t smem = (size_t)(2 * R + 32 + 2 * P) * sizeof(float); /* pm_fwd's shared layout */
-    plk_smem((const void *)pm_fwd, smem, "plucker_mix");
+    cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
     pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, z->data, sv->offs, NW, L,
                                                                      (int)R, (int)P, eps, normalize);
     GF_CUDA_LAUNCHED("pm_fwd");

@@ -174,7 +174,7 @@ static void plucker_window_backward_cuda(gf_ctx *ctx, gf_node *n) {
     for (int64_t h = 0; h < H; h++)
         cu_sgemm_rm(0, 0, BL, Ph, Dh, G + h * Dh, D, w->data + h * Dh * Ph, Ph, 0.0f, dpbar + h * Ph, P);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pw_bwd_z's shared layout */
-    plk_smem((const void *)pw_bwd_z, smem, "plucker_window");
+    cu_smem_opt_in((const void *)pw_bwd_z, smem, "plucker_window (r too large for the fused kernel)");
     pw_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->cnt, sv->mask, L,
                                                                        window, stride, (int)R, (int)P, eps, normalize);
     GF_CUDA_LAUNCHED("pw_bwd_z");
@@ -193,7 +193,7 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
     sv->cnt = (int32_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)BL * sizeof(int32_t));
     sv->mask = mask ? (float *)cu_stage(ctx, mask, (size_t)BL * sizeof(float)) : NULL;
     const size_t smem = (size_t)(2 * R + 32 + 2 * P) * sizeof(float); /* pw_fwd's shared layout */
-    plk_smem((const void *)pw_fwd, smem, "plucker_window");
+    cu_smem_opt_in((const void *)pw_fwd, smem, "plucker_window (r too large for the fused kernel)");
     pw_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->cnt, z->data, sv->mask, L, window,
                                                                      stride, (int)R, (int)P, eps, normalize);
     GF_CUDA_LAUNCHED("pw_fwd");
