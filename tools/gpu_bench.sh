@@ -81,7 +81,7 @@ row() {  # row MODEL RUN FILE [RATIO]: one table line from a bench output (its f
     echo "| $1 | $2 | ${why:-no result (gpu_bench.log)} | | | | | | | |"
     return
   fi
-  mem=$(field "$f" peak_device_mb)
+  mem=$(field "$f" peak_device_mb); [ -n "$mem" ] || mem="$(field "$f" device_taken_mb) (after)"
   echo "| $1 | $2 | $tps | $(field "$f" ms_per_step) | $(field "$f" ms_forward) | $(field "$f" ms_backward) |" \
        "$(field "$f" ms_optimizer) | $(field "$f" mfu_pct) | ${mem:-?} | ${4:-} |"
 }
@@ -162,7 +162,7 @@ run() {
     echo "gflow GrassmannLM: ${shape:-?}. Steps timed with CUDA events: gflow $steps after $warmup warm-up," \
          "PyTorch $tsteps after $twarmup; FP32$([ "$tf32" = 1 ] && echo ' (GEMM peaks also in TF32)')."
     echo "MFU: gflow against cublasSgemm on the same GPU, ${peak:-?}; PyTorch against torch.matmul 8192^3." \
-         "Peak device memory: gflow the session's share by cudaMemGetInfo, PyTorch torch.cuda.max_memory_allocated."
+         "Device memory: gflow the session's share by cudaMemGetInfo after the timed steps (a snapshot, marked after), PyTorch torch.cuda.max_memory_allocated."
     echo
     echo "| model | run | tokens/s | ms/step | forward | backward | optimizer | MFU % | peak device MB | gflow ÷ this |"
     echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -4,7 +4,8 @@
  *
  * Phases. Work on the GPU is queued: the host's clock around a phase measures how long it took
  * to queue it, not to run it. So the phases are marked by CUDA events on the one stream, and
- * the host waits once, at the end of each step. The step is the trainer's own gf_train_step
+ * the host waits for the end event of each step (the step itself waits twice more: for the loss
+ * after backward, for Σg² before AdamW). The step is the trainer's own gf_train_step
  * (zero grads + forward | backward | clip + AdamW, as on the CPU); bench marks its boundaries
  * without changing it:
  *   start     an event before gf_train_step;
@@ -109,8 +110,8 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
     const gf_cuda_arena *a = s->ctx.cuda;
     printf("device_arena_mb: %.1f (high-water mark of the device step arena)\n",
            a ? (double)a->high_water / MIB : 0.0);
-    printf("peak_device_mb: %.1f (cudaMemGetInfo: device memory taken since the session opened, steady state "
-           "after the timed steps: parameters, gradients, moments, step arena, buffers)\n",
+    printf("device_taken_mb: %.1f (cudaMemGetInfo after the timed steps, a snapshot, not a peak: device memory "
+           "taken since the session opened: parameters, gradients, moments, step arena, buffers)\n",
            used > g->used_before ? (double)(used - g->used_before) / MIB : 0.0);
     printf("device_used_mb: %.1f of %.1f (cudaMemGetInfo: the whole GPU, CUDA context and cuBLAS workspace "
            "included)\n", (double)used / MIB, (double)total / MIB);

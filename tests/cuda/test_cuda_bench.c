@@ -131,7 +131,7 @@ GF_TEST(cuda, bench_on_gpu) {
         for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
             GF_CHECK(strstr(out, lines[i]) != NULL, "no '%s' in:\n%s", lines[i] + (lines[i][0] == '\n'), text);
         static const char *positive[] = {"tokens_per_s", "ms_per_step", "ms_forward", "ms_backward", "ms_optimizer",
-                                         "sgemm_peak_gflops", "sgemm_peak_tf32_gflops", "mfu_pct", "peak_device_mb",
+                                         "sgemm_peak_gflops", "sgemm_peak_tf32_gflops", "mfu_pct", "device_taken_mb",
                                          "device_arena_mb"};
         for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
             GF_CHECK(field(out, positive[i]) > 0, "%s: %g", positive[i], field(out, positive[i]));
