@@ -11,7 +11,7 @@ shift || true
 
 # Runtime/build packages, and the PyTorch reference used by golden fixtures and benchmarks.
 pkgs=(meson ninja-build pkg-config gcc g++ libopenblas-dev libsentencepiece-dev sentencepiece
-      libcsv-dev libinih-dev libssl-dev libcjson-dev liblapacke-dev zlib1g-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch)
+      libcsv-dev libinih-dev libssl-dev libcjson-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

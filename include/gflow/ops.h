@@ -22,6 +22,12 @@ extern "C" {
 /* y = x W^T + b. x (rows, IN), w (OUT, IN) PyTorch layout, b (OUT) or NULL -> (rows, OUT).
  * The tied LM head is gf_linear(h, tok_emb, NULL). */
 gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
+
+/* [run] precision = bf16 (src/ops/gemm.c): f rounded to bfloat16 (nearest even, NaN kept) and
+ * widened back, what the matrix products multiply; and how they run on this machine ("oneDNN
+ * 2.6.3, AMX-BF16", or OpenBLAS on rounded inputs and why), for `gflow --version` and bench. */
+float gf_bf16_round(float f);
+const char *gf_gemm_bf16_path(void);
 /* a + b; b has a's shape or a's trailing shape (broadcast over leading rows). */
 gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 /* table (V, D), ids (n) int32 in [0, V) with shape ids_shape -> (ids_shape..., D). */

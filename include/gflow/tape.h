@@ -83,6 +83,7 @@ typedef struct gf_ctx {
     int profile;
     gf_profile prof;
     struct gf_cuda_arena *cuda; /* the device step arena (gf_ctx_use_cuda); NULL: CPU only */
+    gf_precision precision;     /* the matrix products' inputs (gf_gemm); GF_PREC_FP32 after init */
 } gf_ctx;
 
 void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng);

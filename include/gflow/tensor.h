@@ -24,6 +24,10 @@ extern "C" {
 
 /* Where a tensor's data and grad live. */
 typedef enum gf_device { GF_DEV_CPU = 0, GF_DEV_CUDA = 1 } gf_device;
+/* What the matrix products take as inputs ([run] precision): fp32, or bf16 (inputs rounded to
+ * bfloat16, round to nearest even; products accumulated and returned in fp32). Everything else
+ * (weights, gradients, AdamW, norms, softmax, the loss) is fp32 either way. */
+typedef enum gf_precision { GF_PREC_FP32 = 0, GF_PREC_BF16 = 1 } gf_precision;
 
 enum {
     GF_T_REQ_GRAD = 1 << 0, /* gradient flows into this tensor */

@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? GF_EXIT_USAGE : GF_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("gflow %s\nbuild: %s\noptions: %s\n", gf_version(), gf_build_describe(), gf_build_options());
+        printf("gflow %s\nbuild: %s\noptions: %s\nbf16: %s\n", gf_version(), gf_build_describe(), gf_build_options(),
+               gf_gemm_bf16_path());
         return GF_EXIT_OK;
     }
     /* N copies of any other command would each write the same outputs */

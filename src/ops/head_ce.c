@@ -14,7 +14,6 @@
  * scales them by u and adds: dh and dE are exact linear functions of u.
  */
 #include "op_util.h"
-#include <cblas.h>
 #include <math.h>
 
 #define GF_HEAD_CHUNK 256 /* (256, V) logits: 31 MB at V = 30,522; GEMMs stay efficient */
@@ -87,8 +86,7 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     for (int64_t c0 = 0; c0 < N; c0 += CH) {
         int64_t n = N - c0 < CH ? N - c0 : CH;
         const float *hc = h->data + c0 * D;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(n), iV, iD, 1.0f, hc, iD, E->data, iD, 0.0f,
-                    buf, iV);
+        gf_gemm(ctx, 0, 1, n, iV, iD, hc, iD, E->data, iD, 0.0f, buf, iV);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n; r++) {
             float *l = buf + r * V;
@@ -108,10 +106,8 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
             }
         }
         if (grad) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(n), iD, iV, 1.0f, buf, iV, E->data, iD,
-                        0.0f, dh + c0 * D, iD);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iV, iD, gf_blas_int(n), 1.0f, buf, iV, hc, iD, 1.0f,
-                        dE, iD);
+            gf_gemm(ctx, 0, 0, n, iD, iV, buf, iV, E->data, iD, 0.0f, dh + c0 * D, iD);
+            gf_gemm(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);
         }
     }
     double tot = 0.0;

@@ -1,4 +1,4 @@
-/* linear.c — y = x W^T + b through cblas_sgemm, PyTorch (OUT, IN) weight layout.
+/* linear.c — y = x W^T + b through gf_gemm (cblas_sgemm, or bf16: gemm.c), PyTorch (OUT, IN) weight layout.
  *
  * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
  * The tied LM head is this op with W = tok_emb (V, D) and no bias.
@@ -16,11 +16,9 @@ static void linear_backward(gf_ctx *ctx, gf_node *n) {
     const float *G = n->out->grad; // (N, OUT)
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
     if (gf_needs_grad(x)) /* beta 0 on a fresh buffer: the GEMM stores */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, G, OUT, w->data, IN,
-                    gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+        gf_gemm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
     if (gf_needs_grad(w))
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, G, OUT, x->data, IN,
-                    gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+        gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
     if (gf_needs_grad(b)) {
         if (gf_grad_fresh(b)) memset(b->grad, 0, (size_t)OUT * sizeof(float));
         gf_colsum_acc(ctx, b->grad, G, NULL, N, OUT);
@@ -43,11 +41,10 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
         for (int64_t r = 0; r < N; r++) memcpy(y->data + r * OUT, b->data, (size_t)OUT * sizeof(float));
         beta = 1.0f;
     }
-    if (N == 1) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
+    if (N == 1 && ctx->precision == GF_PREC_FP32) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
         cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data, IN, x->data, 1, beta, y->data, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x->data, IN, w->data, IN,
-                    beta, y->data, OUT);
+        gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, beta, y->data, OUT);
     gf_tape_record(ctx, &gf_op_linear, y, 3, in);
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
     return y;

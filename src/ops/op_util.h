@@ -58,6 +58,13 @@ float *gf_masked_mean_weights(gf_ctx *ctx, const float *mask, int64_t B, int64_t
 }
 #endif
 
+/* The one matrix product of the CPU ops (gemm.c): row-major C (M, N) = op(A) · op(B) + beta C,
+ * beta 0 or 1, ta/tb 1 for a transposed operand, ld* the stored matrices' row strides (as
+ * cblas_sgemm). In ctx->precision bf16 the inputs are rounded to bfloat16 and the products
+ * accumulated in fp32 (oneDNN where the CPU has bf16 arithmetic); scratch from ctx's arena. */
+void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+             const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 static inline int gf_blas_int(int64_t v) {
     GF_ASSERT(v >= 0 && v <= INT_MAX, "GEMM dimension %lld exceeds the BLAS int range", (long long)v);
     return (int)v;

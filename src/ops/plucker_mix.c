@@ -25,7 +25,6 @@
  * second pass gathers dz_s += Σ_δ dc(s + δ, δ) in offset order.
  */
 #include "op_util.h"
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 
@@ -90,8 +89,7 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++)
         for (int64_t d = 0; d < D; d++) g->data[r * D + d] = valid[r] ? b->data[d] : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(BL), gf_blas_int(D), gf_blas_int(P), 1.0f,
-                pbar, gf_blas_int(P), w->data, gf_blas_int(P), 1.0f, g->data, gf_blas_int(D));
+    gf_gemm(ctx, 0, 1, BL, D, P, pbar, P, w->data, P, 1.0f, g->data, D);
     return g;
 }
 
@@ -108,8 +106,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     /* Rows without a valid offset produced g = 0 (no bias): their G must not reach W or b.
      * pbar is 0 there, so dW is already right; db needs the mask, dpbar is ignored below. */
     if (gf_needs_grad(w))
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, gf_blas_int(D), gf_blas_int(P), gf_blas_int(BL),
-                    1.0f, G, gf_blas_int(D), sv->pbar, gf_blas_int(P), 1.0f, w->grad, gf_blas_int(P));
+        gf_gemm(ctx, 1, 0, D, P, BL, G, D, sv->pbar, P, 1.0f, w->grad, P);
     if (gf_needs_grad(b)) {
         /* db = Σ over valid rows of G: per-thread partials over static row blocks, added in
          * thread order (reproducible for a fixed thread count), no masked (B*L, D) copy */
@@ -146,8 +143,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
 
     for (int64_t r0 = 0; r0 < BL; r0 += RB) {
         const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(nr), gf_blas_int(P), gf_blas_int(D), 1.0f,
-                    G + r0 * D, gf_blas_int(D), w->data, gf_blas_int(P), 0.0f, dpbar, gf_blas_int(P));
+        gf_gemm(ctx, 0, 0, nr, P, D, G + r0 * D, D, w->data, P, 0.0f, dpbar, P);
     #pragma omp parallel for schedule(static)
         for (int64_t r = r0; r < r0 + nr; r++) {
             if (!sv->valid[r]) continue;

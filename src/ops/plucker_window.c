@@ -34,7 +34,6 @@
  * order (bitwise reproducible for any thread count).
  */
 #include "op_util.h"
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 
@@ -79,9 +78,7 @@ static void plucker_window_backward(gf_ctx *ctx, gf_node *n) {
 
     if (gf_needs_grad(w))
         for (int64_t h = 0; h < H; h++) /* pbar is 0 on rows without partners: no mask needed */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, gf_blas_int(Dh), gf_blas_int(Ph), gf_blas_int(BL),
-                        1.0f, G + h * Dh, gf_blas_int(D), sv->pbar + h * Ph, gf_blas_int(P), 1.0f,
-                        w->grad + h * Dh * Ph, gf_blas_int(Ph));
+            gf_gemm(ctx, 1, 0, Dh, Ph, BL, G + h * Dh, D, sv->pbar + h * Ph, P, 1.0f, w->grad + h * Dh * Ph, Ph);
     if (gf_needs_grad(b)) {
         float *vm = gf_arena_floats(&ctx->arena, BL * D); // (B*L, D) G on rows with partners
 #pragma omp parallel for schedule(static)
@@ -93,9 +90,7 @@ static void plucker_window_backward(gf_ctx *ctx, gf_node *n) {
 
     float *dpbar = gf_arena_floats(&ctx->arena, BL * P); // (B*L, P)
     for (int64_t h = 0; h < H; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(BL), gf_blas_int(Ph), gf_blas_int(Dh),
-                    1.0f, G + h * Dh, gf_blas_int(D), w->data + h * Dh * Ph, gf_blas_int(Ph), 0.0f, dpbar + h * Ph,
-                    gf_blas_int(P));
+        gf_gemm(ctx, 0, 0, BL, Ph, Dh, G + h * Dh, D, w->data + h * Dh * Ph, Ph, 0.0f, dpbar + h * Ph, P);
     int T = omp_get_max_threads();
     float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * 2 * P); // (T, 2, P)
 
@@ -219,9 +214,7 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     for (int64_t r = 0; r < BL; r++)
         for (int64_t d = 0; d < D; d++) g->data[r * D + d] = sv->cnt[r] > 0 ? b->data[d] : 0.0f;
     for (int64_t h = 0; h < heads; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gf_blas_int(BL), gf_blas_int(Dh), gf_blas_int(Ph), 1.0f,
-                    sv->pbar + h * Ph, gf_blas_int(P), w->data + h * Dh * Ph, gf_blas_int(Ph), 1.0f, g->data + h * Dh,
-                    gf_blas_int(D));
+        gf_gemm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 
     gf_node *n = gf_tape_record(ctx, &gf_op_plucker_window, g, 3, in);
     if (n) {

@@ -7,7 +7,7 @@ _Static_assert(sizeof(gf_dataset) == sizeof(int) && sizeof(gf_split) == sizeof(i
                    sizeof(gf_tokenizer_kind) == sizeof(int) && sizeof(gf_spm_model_type) == sizeof(int) &&
                    sizeof(gf_model_family) == sizeof(int) && sizeof(gf_block_kind) == sizeof(int) &&
                    sizeof(gf_schedule_kind) == sizeof(int) && sizeof(gf_nonfinite_policy) == sizeof(int) &&
-                   sizeof(gf_device) == sizeof(int),
+                   sizeof(gf_device) == sizeof(int) && sizeof(gf_precision) == sizeof(int),
                "enum fields are written through int*");
 
 static const gf_rk_enum_val e_dataset[] = {{"wikitext2", GF_DS_WIKITEXT2}, {"snli", GF_DS_SNLI}, {0, 0}};
@@ -20,6 +20,7 @@ static const gf_rk_enum_val e_sched[] = {{"constant", GF_SCHED_CONSTANT}, {"cosi
                                          {"epoch_cosine", GF_SCHED_EPOCH_COSINE}, {0, 0}};
 static const gf_rk_enum_val e_nonfinite[] = {{"stop", GF_NONFINITE_STOP}, {"skip", GF_NONFINITE_SKIP}, {0, 0}};
 static const gf_rk_enum_val e_device[] = {{"cpu", GF_DEV_CPU}, {"cuda", GF_DEV_CUDA}, {0, 0}};
+static const gf_rk_enum_val e_precision[] = {{"fp32", GF_PREC_FP32}, {"bf16", GF_PREC_BF16}, {0, 0}};
 static const gf_rk_enum_val e_split[] = {{"train", GF_SPLIT_TRAIN}, {"valid", GF_SPLIT_VALID},
                                          {"test", GF_SPLIT_TEST}, {0, 0}};
 
@@ -52,6 +53,11 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(run, tf32, BOOL, "false", 0, 0, 0, 0,
       "cuda: cuBLAS GEMMs on TF32 tensor cores (inputs rounded to 10 mantissa bits, FP32 accumulation; "
       "faster, about 1e-3 relative error per product); ignored on the CPU."),
+    K(run, precision, ENUM, "fp32", 0, 0, 0, e_precision,
+      "Inputs of the matrix products (linear layers, the Plücker projection, the tied head): fp32, or bf16 "
+      "(rounded to bfloat16, accumulated and returned in fp32: oneDNN on a CPU with AMX or AVX512-BF16, "
+      "else OpenBLAS on the rounded inputs). Weights, gradients, AdamW, norms, softmax and the loss stay "
+      "fp32; checkpoints hold fp32. Part of the run's identity. CPU only for now."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "

@@ -69,12 +69,16 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
     if (status) return gf_error_wrap(status, "[model]: ");
     if (init) s->task->init_weights(s, &s->rng);
     gf_ctx_init(&s->ctx, (size_t)64 << 20, &s->rng);
+    s->ctx.precision = r->run.precision;
     s->ctx_ready = 1;
     return r->run.device == GF_DEV_CPU ? GF_OK : use_device(s);
 }
 
 gf_status gf_session_device_check(const gf_recipe *r) {
     if (r->run.device == GF_DEV_CPU) return GF_OK;
+    if (r->run.precision != GF_PREC_FP32)
+        return gf_error_set(GF_E_INVALID, "[run] precision = bf16 runs on the CPU only for now (the CUDA backend "
+                            "computes in fp32, or TF32 with [run] tf32): set run.device=cpu or run.precision=fp32");
     if (!gf_cuda_built())
         return gf_error_set(GF_E_INVALID, "[run] device = cuda: gflow was built without CUDA (reconfigure with "
                             "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");

@@ -92,13 +92,14 @@ GF_TEST(smoke, train_evals_per_epoch_and_build_id) {
     free(s);
 }
 
-static void compare_runs(const char *family) {
+static void compare_runs(const char *family, gf_precision prec) {
     char straight[64], split[64];
-    snprintf(straight, sizeof straight, "straight-%s", family);
-    snprintf(split, sizeof split, "split-%s", family);
+    snprintf(straight, sizeof straight, "straight-%s-%d", family, (int)prec);
+    snprintf(split, sizeof split, "split-%s-%d", family, (int)prec);
     gf_recipe ra, rb;
     GF_REQUIRE_OK(tiny_recipe(&ra, straight, family, 40));
     GF_REQUIRE_OK(tiny_recipe(&rb, split, family, 40));
+    ra.run.precision = rb.run.precision = prec;
     int intr = 0;
     gf_train_opts o = {.quiet = 1};
     GF_REQUIRE_OK(gf_train_run(&ra, &o, &intr));
@@ -152,16 +153,20 @@ static void compare_runs(const char *family) {
     gf_lm_free(&lb);
 }
 
-GF_TEST(smoke, resume_is_bitwise_identical_grassmann) { compare_runs("grassmann"); }
-GF_TEST(smoke, resume_is_bitwise_identical_transformer) { compare_runs("transformer"); }
+GF_TEST(smoke, resume_is_bitwise_identical_grassmann) { compare_runs("grassmann", GF_PREC_FP32); }
+GF_TEST(smoke, resume_is_bitwise_identical_transformer) { compare_runs("transformer", GF_PREC_FP32); }
+/* [run] precision = bf16 (oneDNN where the CPU has bf16 arithmetic): deterministic, so resumable */
+GF_TEST(smoke, resume_is_bitwise_identical_grassmann_bf16) { compare_runs("grassmann", GF_PREC_BF16); }
+GF_TEST(smoke, resume_is_bitwise_identical_transformer_bf16) { compare_runs("transformer", GF_PREC_BF16); }
 
 /* README (step arena) and docs/performance.md: after the first step the step arena is one chunk
  * sized to its high-water mark, so a steady-state CPU training step does no malloc. Steps through
  * gf_train_step as the trainer drives them, dropout on, both families. */
-static void steps_allocate_nothing(const char *family) {
+static void steps_allocate_nothing(const char *family, gf_precision prec) {
     enum { K = 6, B = 8 };
     gf_recipe r;
     GF_REQUIRE_OK(tiny_recipe(&r, "nomalloc", family, K));
+    r.run.precision = prec;
     gf_session s;
     GF_REQUIRE_OK(gf_session_open(&s, &r, 0));
     int64_t items = 0;
@@ -198,8 +203,10 @@ static void steps_allocate_nothing(const char *family) {
     gf_session_close(&s);
 }
 
-GF_TEST(smoke, train_steps_allocate_nothing_grassmann) { steps_allocate_nothing("grassmann"); }
-GF_TEST(smoke, train_steps_allocate_nothing_transformer) { steps_allocate_nothing("transformer"); }
+GF_TEST(smoke, train_steps_allocate_nothing_grassmann) { steps_allocate_nothing("grassmann", GF_PREC_FP32); }
+GF_TEST(smoke, train_steps_allocate_nothing_transformer) { steps_allocate_nothing("transformer", GF_PREC_FP32); }
+/* bf16: the rounded copies of the GEMM inputs come from the step arena too */
+GF_TEST(smoke, train_steps_allocate_nothing_grassmann_bf16) { steps_allocate_nothing("grassmann", GF_PREC_BF16); }
 
 /* [train] early_stop_patience (docs/recipe-keys.md): with a learning rate too small to move any
  * weight (1e-30 against weights of ~0.02: below half an ulp) and no dropout, every validation

@@ -203,3 +203,20 @@ GF_TEST(smoke, train_clip_reaches_the_step) {
     GF_CHECK(fabs(v[0] - v[1]) < 1e-3, "clip 1e-12: validation loss %.6f, untrained (lr 1e-30) %.6f", v[0], v[1]);
     GF_CHECK(v[2] < v[1] - 0.1, "clip off: validation loss %.6f, not below the untrained %.6f", v[2], v[1]);
 }
+
+/* [run] precision reaches the training step: bf16 (inputs of every matrix product rounded to
+ * bfloat16) ends elsewhere than fp32, near it (the same seed, 20 steps of the tiny model), and
+ * the same bf16 run twice ends on the same bits. */
+GF_TEST(smoke, train_precision_reaches_the_step) {
+    static const char *const prec[3] = {"run.precision=fp32", "run.precision=bf16", "run.precision=bf16"};
+    double v[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "keys-prec%d", i);
+        const char *sets[] = {prec[i], "train.eval_every=0"};
+        v[i] = gf_test_train_summary(name, 20, sets, 2, "best_val_loss");
+    }
+    GF_CHECK(v[1] != v[0], "bf16 ended on fp32's validation loss %.9g: the precision did not reach the GEMMs", v[0]);
+    GF_CHECK(fabs(v[1] - v[0]) <= 0.02 * v[0], "bf16 %.6f, fp32 %.6f: more than 2 %% apart", v[1], v[0]);
+    GF_CHECK(v[2] == v[1], "bf16 twice: %.9g then %.9g", v[1], v[2]);
+}

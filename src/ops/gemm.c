@@ -1,0 +1,192 @@
+/* gemm.c — gf_gemm, the one matrix product of the CPU ops: row-major
+ *   C (M, N) = op(A) (M, K) · op(B) (K, N) + beta C,   beta 0 or 1,
+ * cblas_sgemm's arguments (lda, ldb, ldc are row strides of the stored matrices).
+ *
+ * ctx->precision = GF_PREC_FP32: cblas_sgemm, as every op called it before.
+ * ctx->precision = GF_PREC_BF16: op(A) and op(B) are rounded to bfloat16 (round to nearest even,
+ * NaN kept quiet) into packed row-major copies in the step arena, then
+ *   - with oneDNN on a CPU whose bf16 ISA it uses (AMX, AVX512-BF16): a matmul primitive,
+ *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
+ *     shape, created once and kept (gf_gemm_bf16_path says which);
+ *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
+ *     same rounded inputs, accumulated in fp32 in another order (not the same bits), no faster.
+ * Either way the result depends only on the inputs, the shape and the thread count.
+ * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons).
+ */
+#include "op_util.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GF_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* fp32 -> bf16, round to nearest even; a NaN stays a (quiet) NaN */
+static inline uint16_t bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float gf_bf16_round(float f) {
+    uint32_t u = (uint32_t)bf16_of(f) << 16;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+/* dst (rows, cols), row-major, = op(src) rounded to bf16: src[r * ld + c], or src[c * ld + r]
+ * when trans. widen: store each value widened back to fp32 (float *dst) instead of 16 bits. */
+static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld, int trans, int widen) {
+    uint16_t *d16 = dst;
+    float *d32 = dst;
+    const int64_t T = 32; /* tiles for the transposed read */
+#pragma omp parallel for schedule(static)
+    for (int64_t r0 = 0; r0 < rows; r0 += T)
+        for (int64_t c0 = 0; c0 < cols; c0 += T)
+            for (int64_t r = r0; r < r0 + T && r < rows; r++)
+                for (int64_t c = c0; c < c0 + T && c < cols; c++) {
+                    const float v = trans ? src[c * ld + r] : src[r * ld + c];
+                    if (widen) d32[r * cols + c] = gf_bf16_round(v);
+                    else d16[r * cols + c] = bf16_of(v);
+                }
+}
+
+#ifdef GF_HAVE_DNNL
+/* one matmul primitive per shape: (M, K) bf16 · (K, N) bf16 -> (M, N) f32 with row stride ldc */
+typedef struct mm_prim {
+    int64_t M, N, K, ldc;
+    int acc;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} mm_prim;
+
+static struct {
+    int tried, ok;
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    mm_prim cache[64];
+    int n;
+} dn;
+
+static int dnnl_usable(void) {
+    if (!dn.tried) {
+        dn.tried = 1;
+        const char *force = getenv("GF_GEMM_BF16");
+        if (force && !strcmp(force, "blas")) return 0;
+        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7) include its bits */
+        if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 &&
+            dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success &&
+            dnnl_stream_create(&dn.strm, dn.eng, dnnl_stream_default_flags) == dnnl_success)
+            dn.ok = 1;
+    }
+    return dn.ok;
+}
+
+#define DN_TRY(call)                                                                               \
+    do {                                                                                           \
+        dnnl_status_t s_ = (call);                                                                 \
+        GF_ASSERT(s_ == dnnl_success, "oneDNN: %s failed (status %d) for a %lld x %lld x %lld bf16 matmul", \
+                  #call, (int)s_, (long long)M, (long long)N, (long long)K);                       \
+    } while (0)
+
+static mm_prim *mm_get(int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
+    for (int i = 0; i < dn.n; i++) {
+        mm_prim *p = &dn.cache[i];
+        if (p->M == M && p->N == N && p->K == K && p->ldc == ldc && p->acc == acc) return p;
+    }
+    GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
+              (int)(sizeof dn.cache / sizeof dn.cache[0]));
+    mm_prim *p = &dn.cache[dn.n];
+    dnnl_memory_desc_t ma, mb, mc;
+    dnnl_dims_t da = {M, K}, sa = {K, 1}, db = {K, N}, sb = {N, 1}, dc = {M, N}, sc = {ldc, 1};
+    DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
+    DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
+    DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
+    dnnl_matmul_desc_t md;
+    DN_TRY(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
+    dnnl_primitive_attr_t attr;
+    DN_TRY(dnnl_primitive_attr_create(&attr));
+    if (acc) { /* C += A·B: the sum post-op reads C before the product is added */
+        dnnl_post_ops_t po;
+        DN_TRY(dnnl_post_ops_create(&po));
+        DN_TRY(dnnl_post_ops_append_sum(po, 1.0f));
+        DN_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+        dnnl_post_ops_destroy(po);
+    }
+    dnnl_primitive_desc_t pd;
+    DN_TRY(dnnl_primitive_desc_create(&pd, &md, attr, dn.eng, NULL));
+    dnnl_primitive_attr_destroy(attr);
+    DN_TRY(dnnl_primitive_create(&p->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
+    DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
+    DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
+    DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
+    p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->acc = acc;
+    dn.n++;
+    return p;
+}
+
+static void mm_run(int64_t M, int64_t N, int64_t K, const void *a, const void *b, float *C, int64_t ldc, int acc) {
+    mm_prim *p = mm_get(M, N, K, ldc, acc);
+    DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
+    DN_TRY(dnnl_memory_set_data_handle(p->b, (void *)b));
+    DN_TRY(dnnl_memory_set_data_handle(p->c, C));
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    DN_TRY(dnnl_primitive_execute(p->prim, dn.strm, 3, args));
+    DN_TRY(dnnl_stream_wait(dn.strm));
+}
+#endif
+
+const char *gf_gemm_bf16_path(void) {
+    const char *force = getenv("GF_GEMM_BF16");
+    if (force && !strcmp(force, "blas")) return "OpenBLAS on bf16-rounded inputs (GF_GEMM_BF16=blas)";
+#ifdef GF_HAVE_DNNL
+    static char buf[160];
+    if (dnnl_usable()) {
+        const dnnl_version_t *v = dnnl_version();
+        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
+                 (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx ? "AMX-BF16" : "AVX512-BF16");
+        return buf;
+    }
+    return "OpenBLAS on bf16-rounded inputs (this CPU has no bf16 arithmetic that oneDNN uses: no faster than fp32)";
+#else
+    return "OpenBLAS on bf16-rounded inputs (built without oneDNN: no faster than fp32)";
+#endif
+}
+
+void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+             const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
+    if (M == 0 || N == 0) return;
+    if (ctx->precision == GF_PREC_FP32 || K == 0) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
+                    gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C,
+                    gf_blas_int(ldc));
+        return;
+    }
+#ifdef GF_HAVE_DNNL
+    if (dnnl_usable()) {
+        uint16_t *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(uint16_t)); // (M, K) bf16
+        uint16_t *b = gf_arena_alloc(&ctx->arena, (size_t)(K * N) * sizeof(uint16_t)); // (K, N) bf16
+        pack_bf16(a, A, M, K, lda, ta, 0);
+        pack_bf16(b, B, K, N, ldb, tb, 0);
+        mm_run(M, N, K, a, b, C, ldc, beta != 0.0f);
+        return;
+    }
+#endif
+    float *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(float)); // (M, K) bf16 values
+    float *b = gf_arena_alloc(&ctx->arena, (size_t)(K * N) * sizeof(float)); // (K, N) bf16 values
+    pack_bf16(a, A, M, K, lda, ta, 1);
+    pack_bf16(b, B, K, N, ldb, tb, 1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(M), gf_blas_int(N), gf_blas_int(K), 1.0f, a,
+                gf_blas_int(K), b, gf_blas_int(N), beta, C, gf_blas_int(ldc));
+}

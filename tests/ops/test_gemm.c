@@ -1,0 +1,113 @@
+/* test_gemm.c — gf_gemm, the CPU ops' one matrix product, in fp32 and in bf16 ([run] precision):
+ * the rounding to bfloat16 (nearest even, NaN kept), and each bf16 product against its definition:
+ * cblas_sgemm here on inputs rounded by gf_bf16_round, for every transposition, beta 0 and 1, and
+ * a C wider than N. The bf16 path (oneDNN's AMX or AVX512-BF16 kernels where the CPU has them,
+ * else OpenBLAS on rounded inputs) accumulates in fp32 in its own order, so it agrees with the
+ * definition to fp32 accumulation error (normwise 1e-5), not to the bit; against plain fp32 it
+ * differs by the rounding of the inputs (normwise between 1e-4 and 1e-2 on random data: bf16
+ * keeps 8 significant bits, relative error at most 2^-8 per input). */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gf_test.h"
+#include "gflow.h"
+#include "ops/op_util.h"
+
+static float bits_to_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+GF_TEST(unit, bf16_rounding_nearest_even) {
+    GF_CHECK(gf_bf16_round(1.0f) == 1.0f, "1 is a bf16");
+    /* 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even one, 1 */
+    GF_CHECK(gf_bf16_round(1.0f + 0x1p-8f) == 1.0f, "%a", (double)gf_bf16_round(1.0f + 0x1p-8f));
+    /* 1 + 3*2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to the even one */
+    GF_CHECK(gf_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f, "%a", (double)gf_bf16_round(1.0f + 3 * 0x1p-8f));
+    GF_CHECK(gf_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f, "just above half rounds up");
+    GF_CHECK(gf_bf16_round(-1.0f - 0x1p-8f - 0x1p-20f) == -1.0f - 0x1p-7f, "negative values round by magnitude");
+    GF_CHECK(isinf(gf_bf16_round(INFINITY)) && gf_bf16_round(-INFINITY) < 0, "infinities stay");
+    GF_CHECK(isinf(gf_bf16_round(3.4e38f)), "past bf16's largest finite value: infinity");
+    GF_CHECK(isnan(gf_bf16_round(NAN)), "NaN stays NaN");
+    GF_CHECK(isnan(gf_bf16_round(bits_to_float(0x7f800001u))), "a NaN whose payload is in the low bits stays NaN");
+    GF_CHECK(gf_bf16_round(0x1p-130f) == 0x1p-130f, "a subnormal with few bits is kept");
+    for (float x = -3.0f; x < 3.0f; x += 0.01f) {
+        float r = gf_bf16_round(x);
+        uint32_t u;
+        memcpy(&u, &r, sizeof u);
+        GF_CHECK((u & 0xffffu) == 0 && fabsf(r - x) <= fabsf(x) * 0x1p-8f, "%a -> %a", (double)x, (double)r);
+    }
+}
+
+static void fill(float *a, int64_t n, uint64_t seed) {
+    gf_rng r;
+    gf_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) a[i] = gf_rng_normal(&r);
+}
+
+static double rel_err(const float *got, const float *ref, int64_t M, int64_t N, int64_t ld) {
+    double d = 0, s = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            d = fmax(d, fabs((double)got[i * ld + j] - ref[i * ld + j]));
+            s = fmax(s, fabs((double)ref[i * ld + j]));
+        }
+    return d / (s + 1e-30);
+}
+
+static void gemm_bf16_cases(void) {
+    static const int64_t shapes[][3] = {{37, 53, 70}, {128, 256, 1024}, {1, 300, 64}, {200, 1, 33}, {64, 96, 16}};
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    printf("    bf16 path: %s\n", gf_gemm_bf16_path());
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int beta = 0; beta < 2; beta++) {
+                    const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+                    const int64_t lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 1;
+                    const int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb;
+                    float *A = malloc((size_t)na * 4), *B = malloc((size_t)nb * 4), *Ar = malloc((size_t)na * 4),
+                          *Br = malloc((size_t)nb * 4), *C0 = malloc((size_t)(M * ldc) * 4),
+                          *Cb = malloc((size_t)(M * ldc) * 4), *Cf = malloc((size_t)(M * ldc) * 4),
+                          *Cr = malloc((size_t)(M * ldc) * 4);
+                    fill(A, na, 100 + s), fill(B, nb, 200 + s), fill(C0, M * ldc, 300 + s);
+                    for (int64_t i = 0; i < na; i++) Ar[i] = gf_bf16_round(A[i]);
+                    for (int64_t i = 0; i < nb; i++) Br[i] = gf_bf16_round(B[i]);
+                    memcpy(Cb, C0, (size_t)(M * ldc) * 4), memcpy(Cf, C0, (size_t)(M * ldc) * 4),
+                        memcpy(Cr, C0, (size_t)(M * ldc) * 4);
+                    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                                (int)M, (int)N, (int)K, 1.0f, Ar, (int)lda, Br, (int)ldb, (float)beta, Cr, (int)ldc);
+                    ctx.precision = GF_PREC_BF16;
+                    gf_gemm(&ctx, ta, tb, M, N, K, A, lda, B, ldb, (float)beta, Cb, ldc);
+                    ctx.precision = GF_PREC_FP32;
+                    gf_gemm(&ctx, ta, tb, M, N, K, A, lda, B, ldb, (float)beta, Cf, ldc);
+                    double e_def = rel_err(Cb, Cr, M, N, ldc), e_fp32 = rel_err(Cb, Cf, M, N, ldc);
+                    GF_CHECK(e_def <= 1e-5, "M %lld N %lld K %lld ta %d tb %d beta %d: bf16 vs its definition %.3g",
+                             (long long)M, (long long)N, (long long)K, ta, tb, beta, e_def);
+                    GF_CHECK(e_fp32 >= 1e-5 && e_fp32 <= 1e-2,
+                             "M %lld N %lld K %lld ta %d tb %d beta %d: bf16 vs fp32 %.3g (not rounded, or too far)",
+                             (long long)M, (long long)N, (long long)K, ta, tb, beta, e_fp32);
+                    int pad_ok = 1; /* the columns past N in each row of C are not touched */
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = N; j < ldc; j++) pad_ok &= Cb[i * ldc + j] == C0[i * ldc + j];
+                    GF_CHECK(pad_ok, "bf16 wrote past column N");
+                    free(A), free(B), free(Ar), free(Br), free(C0), free(Cb), free(Cf), free(Cr);
+                    gf_ctx_reset(&ctx);
+                }
+    gf_ctx_free(&ctx);
+}
+
+GF_TEST(unit, gemm_bf16_matches_its_definition) { gemm_bf16_cases(); }
+
+/* the path a CPU without bf16 arithmetic (or a build without oneDNN) takes, on this one */
+GF_TEST(unit, gemm_bf16_blas_fallback_matches_its_definition) {
+    setenv("GF_GEMM_BF16", "blas", 1);
+    GF_CHECK(strstr(gf_gemm_bf16_path(), "GF_GEMM_BF16=blas") != NULL, "path: %s", gf_gemm_bf16_path());
+    gemm_bf16_cases();
+    unsetenv("GF_GEMM_BF16");
+}
