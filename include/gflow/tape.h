@@ -84,6 +84,16 @@ typedef struct gf_ctx {
     gf_profile prof;
     struct gf_cuda_arena *cuda; /* the device step arena (gf_ctx_use_cuda); NULL: CPU only */
     gf_precision precision;     /* the matrix products' inputs (gf_gemm); GF_PREC_FP32 after init */
+    /* bf16: the rounded copies of gf_gemm's B operands made in this step (weights, saved
+     * activations: constant until the next reset), so the tied head's E is rounded once a step
+     * and orientation, not once a chunk; emptied by gf_ctx_reset with the arena that holds them */
+    struct gf_bf16_pack {
+        const float *src;
+        int64_t rows, cols, ld;
+        int trans, widen;
+        void *packed;
+    } bf16_packs[16];
+    int n_bf16_packs;
 } gf_ctx;
 
 void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng);

@@ -17,6 +17,7 @@ void gf_ctx_reset(gf_ctx *ctx) {
     if (ctx->cuda) gf_cuda_arena_reset(ctx->cuda);
     ctx->last = NULL;
     ctx->n_nodes = 0;
+    ctx->n_bf16_packs = 0; /* their copies were in the arena */
 }
 
 void gf_ctx_free(gf_ctx *ctx) {

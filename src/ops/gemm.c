@@ -11,6 +11,8 @@
  *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
  *     same rounded inputs, accumulated in fp32 in another order (not the same bits), no faster.
  * Either way the result depends only on the inputs, the shape and the thread count.
+ * In bf16 the B operand must not change until ctx is reset (every op's B is a weight or a saved
+ * activation): its rounded copy is made once a step (pack_b).
  * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons).
  */
 #include "op_util.h"
@@ -56,6 +58,21 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
                     if (widen) d32[r * cols + c] = gf_bf16_round(v);
                     else d16[r * cols + c] = bf16_of(v);
                 }
+}
+
+/* op(B) rounded, from this step's copies when it was rounded before (gf_ctx.bf16_packs: a B
+ * operand is a weight or a saved activation, constant until the next reset), else into the arena */
+static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int trans, int widen) {
+    for (int i = 0; i < ctx->n_bf16_packs; i++) {
+        const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
+        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->trans == trans && p->widen == widen)
+            return p->packed;
+    }
+    void *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t)));
+    pack_bf16(d, B, rows, cols, ld, trans, widen);
+    if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
+        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, trans, widen, d};
+    return d;
 }
 
 #ifdef GF_HAVE_DNNL
@@ -176,17 +193,15 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
 #ifdef GF_HAVE_DNNL
     if (dnnl_usable()) {
         uint16_t *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(uint16_t)); // (M, K) bf16
-        uint16_t *b = gf_arena_alloc(&ctx->arena, (size_t)(K * N) * sizeof(uint16_t)); // (K, N) bf16
         pack_bf16(a, A, M, K, lda, ta, 0);
-        pack_bf16(b, B, K, N, ldb, tb, 0);
+        const void *b = pack_b(ctx, B, K, N, ldb, tb, 0); // (K, N) bf16
         mm_run(M, N, K, a, b, C, ldc, beta != 0.0f);
         return;
     }
 #endif
     float *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(float)); // (M, K) bf16 values
-    float *b = gf_arena_alloc(&ctx->arena, (size_t)(K * N) * sizeof(float)); // (K, N) bf16 values
     pack_bf16(a, A, M, K, lda, ta, 1);
-    pack_bf16(b, B, K, N, ldb, tb, 1);
+    const float *b = pack_b(ctx, B, K, N, ldb, tb, 1); // (K, N) bf16 values
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(M), gf_blas_int(N), gf_blas_int(K), 1.0f, a,
                 gf_blas_int(K), b, gf_blas_int(N), beta, C, gf_blas_int(ldc));
 }

@@ -111,3 +111,26 @@ GF_TEST(unit, gemm_bf16_blas_fallback_matches_its_definition) {
     gemm_bf16_cases();
     unsetenv("GF_GEMM_BF16");
 }
+
+/* B's rounded copy is made once a step (gf_ctx.bf16_packs) and made again after a reset: a
+ * weight that AdamW changed between steps is rounded anew */
+GF_TEST(unit, gemm_bf16_rounds_b_again_after_reset) {
+    enum { M = 8, N = 24, K = 40 };
+    float A[M * K], B[K * N], C[M * N], R[M * N], Ar[M * K], Br[K * N];
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = GF_PREC_BF16;
+    fill(A, M * K, 11);
+    for (int step = 0; step < 2; step++) {
+        fill(B, K * N, 20 + (uint64_t)step); /* the "weight" changes between the steps */
+        for (int rep = 0; rep < 2; rep++) gf_gemm(&ctx, 0, 0, M, N, K, A, K, B, N, 0.0f, C, N);
+        GF_CHECK(ctx.n_bf16_packs == 1, "step %d: %d copies of B for two products", step, ctx.n_bf16_packs);
+        for (int i = 0; i < M * K; i++) Ar[i] = gf_bf16_round(A[i]);
+        for (int i = 0; i < K * N; i++) Br[i] = gf_bf16_round(B[i]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, Ar, K, Br, N, 0.0f, R, N);
+        GF_CHECK(rel_err(C, R, M, N, N) <= 1e-5, "step %d: %.3g from the definition", step, rel_err(C, R, M, N, N));
+        gf_ctx_reset(&ctx);
+        GF_CHECK(ctx.n_bf16_packs == 0, "the reset kept B's copies");
+    }
+    gf_ctx_free(&ctx);
+}
