@@ -465,7 +465,14 @@ def train_bench(a, kv, cfg, B, L, mode, peak):
                             weight_decay=float(kv.get("optim.weight_decay", 0.01)))
     clip = float(kv.get("optim.clip", 0) or 0) or 1.0  # as gflow bench: always pay for the norm
 
+    # [run] precision = bf16 (--set run.precision=bf16, as gflow): PyTorch's own mixed precision,
+    # autocast to bfloat16 around the forward and the loss (the backward follows it)
+    bf16 = kv.get("run.precision", "fp32") == "bf16"
+
     def loss_of(win):
+        if bf16:
+            with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
+                return model.loss(win)[0]
         return model.loss(win)[0]
 
     if mode == "compile":
@@ -512,6 +519,8 @@ def train_bench(a, kv, cfg, B, L, mode, peak):
           f"V={cfg.V} L={L} B={B} threads={torch.get_num_threads()} torch={torch.__version__}{gpu}")
     if cuda:
         print(gpu_line(dev))
+    if bf16:  # only then: an fp32 run prints the fields it always printed
+        print("precision: bf16 (torch.autocast)")
     print(f"params: {n_params(model)}")
     print(f"steps: {n} (after {a.warmup} warmup)")
     print(f"loss_last: {loss.item():.4f}")
