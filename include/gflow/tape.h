@@ -89,8 +89,8 @@ typedef struct gf_ctx {
      * and orientation, not once a chunk; emptied by gf_ctx_reset with the arena that holds them */
     struct gf_bf16_pack {
         const float *src;
-        int64_t rows, cols, ld;
-        int trans, widen;
+        int64_t rows, cols, ld; /* as stored */
+        int widen;
         void *packed;
     } bf16_packs[16];
     int n_bf16_packs;

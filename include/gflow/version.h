@@ -13,4 +13,9 @@ const char *gf_build_id(void);
  * at run time), OpenMP, MPI, CUDA */
 const char *gf_build_options(void);
 
+/* The OpenBLAS kernel ("SkylakeX", "Haswell") this CPU allows when OpenBLAS chose one below it
+ * (a processor newer than its tables: then it falls back to SSE3), else NULL. main() sets it as
+ * OPENBLAS_CORETYPE, unless the user did, before OpenBLAS starts (src/cli/main.c). */
+const char *gf_blas_better_core(void);
+
 #endif

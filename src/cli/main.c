@@ -44,6 +44,9 @@ int main(int argc, char **argv) {
     int set = 0;
     if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) set = 1;
     if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) set = 1;
+    /* OpenBLAS below this CPU (gf_blas_better_core): its kernel choice too is made at load */
+    const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : gf_blas_better_core();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) set = 1;
     if (set) {
         execv("/proc/self/exe", argv);
         /* exec failed: carry on with the defaults */

@@ -3,8 +3,9 @@
  * cblas_sgemm's arguments (lda, ldb, ldc are row strides of the stored matrices).
  *
  * ctx->precision = GF_PREC_FP32: cblas_sgemm, as every op called it before.
- * ctx->precision = GF_PREC_BF16: op(A) and op(B) are rounded to bfloat16 (round to nearest even,
- * NaN kept quiet) into packed row-major copies in the step arena, then
+ * ctx->precision = GF_PREC_BF16: A and B are rounded to bfloat16 (round to nearest even, NaN
+ * kept quiet) into dense copies in their stored layout (A in one reused buffer, B in the step
+ * arena, once a step: pack_b; a transposed operand is passed by its strides), then
  *   - with oneDNN on a CPU whose bf16 ISA it uses (AMX, AVX512-BF16): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
  *     shape, created once and kept (gf_gemm_bf16_path says which);
@@ -43,35 +44,49 @@ float gf_bf16_round(float f) {
     return r;
 }
 
-/* dst (rows, cols), row-major, = op(src) rounded to bf16: src[r * ld + c], or src[c * ld + r]
- * when trans. widen: store each value widened back to fp32 (float *dst) instead of 16 bits. */
-static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld, int trans, int widen) {
+/* dst (rows, cols), dense row-major, = src (rows, cols; row stride ld) rounded to bf16, in the
+ * stored layout (a transposed operand is described to the product by its strides, not moved:
+ * a plain sequential pass that vectorises). widen: store each value widened back to fp32. */
+static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen) {
     uint16_t *d16 = dst;
     float *d32 = dst;
-    const int64_t T = 32; /* tiles for the transposed read */
 #pragma omp parallel for schedule(static)
-    for (int64_t r0 = 0; r0 < rows; r0 += T)
-        for (int64_t c0 = 0; c0 < cols; c0 += T)
-            for (int64_t r = r0; r < r0 + T && r < rows; r++)
-                for (int64_t c = c0; c < c0 + T && c < cols; c++) {
-                    const float v = trans ? src[c * ld + r] : src[r * ld + c];
-                    if (widen) d32[r * cols + c] = gf_bf16_round(v);
-                    else d16[r * cols + c] = bf16_of(v);
-                }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = src + r * ld;
+        if (widen)
+            for (int64_t c = 0; c < cols; c++) d32[r * cols + c] = gf_bf16_round(s[c]);
+        else
+            for (int64_t c = 0; c < cols; c++) d16[r * cols + c] = bf16_of(s[c]);
+    }
+}
+
+/* The rounded copy of an A operand is needed only during its product, so all share one buffer,
+ * grown to the largest (the tied head's dlogits chunk, 17 MB at the paper's size) and kept: in
+ * the step arena the head's 30 copies a step would take 500 MB. One caller at a time (the ops
+ * run on one thread and parallelise inside). */
+static void *a_scratch(size_t bytes) {
+    static void *buf;
+    static size_t cap;
+    if (bytes > cap) {
+        free(buf);
+        buf = malloc(bytes);
+        GF_ASSERT(buf, "gf_gemm: out of memory for a %zu-byte bf16 copy", bytes);
+        cap = bytes;
+    }
+    return buf;
 }
 
 /* op(B) rounded, from this step's copies when it was rounded before (gf_ctx.bf16_packs: a B
  * operand is a weight or a saved activation, constant until the next reset), else into the arena */
-static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int trans, int widen) {
+static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int widen) {
     for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->trans == trans && p->widen == widen)
-            return p->packed;
+        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen) return p->packed;
     }
     void *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t)));
-    pack_bf16(d, B, rows, cols, ld, trans, widen);
+    pack_bf16(d, B, rows, cols, ld, widen);
     if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
-        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, trans, widen, d};
+        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, widen, d};
     return d;
 }
 
@@ -79,7 +94,7 @@ static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t col
 /* one matmul primitive per shape: (M, K) bf16 · (K, N) bf16 -> (M, N) f32 with row stride ldc */
 typedef struct mm_prim {
     int64_t M, N, K, ldc;
-    int acc;
+    int ta, tb, acc;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
 } mm_prim;
@@ -114,16 +129,19 @@ static int dnnl_usable(void) {
                   #call, (int)s_, (long long)M, (long long)N, (long long)K);                       \
     } while (0)
 
-static mm_prim *mm_get(int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
+static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
     for (int i = 0; i < dn.n; i++) {
         mm_prim *p = &dn.cache[i];
-        if (p->M == M && p->N == N && p->K == K && p->ldc == ldc && p->acc == acc) return p;
+        if (p->M == M && p->N == N && p->K == K && p->ldc == ldc && p->ta == ta && p->tb == tb && p->acc == acc)
+            return p;
     }
     GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
               (int)(sizeof dn.cache / sizeof dn.cache[0]));
     mm_prim *p = &dn.cache[dn.n];
     dnnl_memory_desc_t ma, mb, mc;
-    dnnl_dims_t da = {M, K}, sa = {K, 1}, db = {K, N}, sb = {N, 1}, dc = {M, N}, sc = {ldc, 1};
+    /* the packed copies keep the stored layout: a transposed operand is the other stride order */
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sc = {ldc, 1};
+    dnnl_dims_t sa = {ta ? 1 : K, ta ? M : 1}, sb = {tb ? 1 : N, tb ? K : 1};
     DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
@@ -146,13 +164,14 @@ static mm_prim *mm_get(int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
     DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
-    p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->acc = acc;
+    p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->ta = ta, p->tb = tb, p->acc = acc;
     dn.n++;
     return p;
 }
 
-static void mm_run(int64_t M, int64_t N, int64_t K, const void *a, const void *b, float *C, int64_t ldc, int acc) {
-    mm_prim *p = mm_get(M, N, K, ldc, acc);
+static void mm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, const void *a, const void *b, float *C,
+                   int64_t ldc, int acc) {
+    mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc);
     DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
     DN_TRY(dnnl_memory_set_data_handle(p->b, (void *)b));
     DN_TRY(dnnl_memory_set_data_handle(p->c, C));
@@ -190,18 +209,21 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
                     gf_blas_int(ldc));
         return;
     }
+    /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef GF_HAVE_DNNL
     if (dnnl_usable()) {
-        uint16_t *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(uint16_t)); // (M, K) bf16
-        pack_bf16(a, A, M, K, lda, ta, 0);
-        const void *b = pack_b(ctx, B, K, N, ldb, tb, 0); // (K, N) bf16
-        mm_run(M, N, K, a, b, C, ldc, beta != 0.0f);
+        uint16_t *a = a_scratch((size_t)(M * K) * sizeof(uint16_t)); // (ar, ac) bf16
+        pack_bf16(a, A, ar, ac, lda, 0);
+        const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
+        mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
         return;
     }
 #endif
-    float *a = gf_arena_alloc(&ctx->arena, (size_t)(M * K) * sizeof(float)); // (M, K) bf16 values
-    pack_bf16(a, A, M, K, lda, ta, 1);
-    const float *b = pack_b(ctx, B, K, N, ldb, tb, 1); // (K, N) bf16 values
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, gf_blas_int(M), gf_blas_int(N), gf_blas_int(K), 1.0f, a,
-                gf_blas_int(K), b, gf_blas_int(N), beta, C, gf_blas_int(ldc));
+    float *a = a_scratch((size_t)(M * K) * sizeof(float)); // (ar, ac) bf16 values
+    pack_bf16(a, A, ar, ac, lda, 1);
+    const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
+                gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(ac), b, gf_blas_int(bc), beta, C,
+                gf_blas_int(ldc));
 }
