@@ -175,19 +175,25 @@ GF_TEST(cuda, chain_of_ops) {
     case_free(&c);
 }
 
+/* the chain's inputs for B × L ids of a 97-token vocabulary and width D: token table, positions,
+ * a weight, the layer norm's vector (seeds seed..seed+3) */
+static void chain_inputs(op_case *c, int32_t *ids, int64_t B, int64_t L, int64_t D, uint64_t seed) {
+    for (int64_t i = 0; i < B * L; i++) ids[i] = (int32_t)((i * 31 + 3) % 97);
+    int64_t st[2] = {97, D}, sp[2] = {L, D}, sw[2] = {D, D}, sl[1] = {D};
+    add_input(c, 2, st, seed, 1.0f);
+    add_input(c, 2, sp, seed + 1, 0.5f);
+    add_input(c, 2, sw, seed + 2, 0.1f);
+    add_input(c, 1, sl, seed + 3, 1.0f);
+}
+
 /* The device step arena: growth chains chunks in the first step, reset coalesces them, and
  * from then on a step calls no cudaMalloc — also when later batches hold more distinct ids than
  * the first (the embedding's backward index must not size itself by them). */
 GF_TEST(cuda, device_arena_steady_state) {
     int32_t ids[8 * 128];
-    for (int i = 0; i < 8 * 128; i++) ids[i] = (i * 31 + 3) % 97;
     chain_user u = {ids, 8, 128};
     op_case c = {.what = "chain (large)", .f = b_chain, .user = &u};
-    int64_t st[2] = {97, 256}, sp[2] = {128, 256}, sw[2] = {256, 256}, sl[1] = {256};
-    add_input(&c, 2, st, 130, 1.0f);
-    add_input(&c, 2, sp, 131, 0.5f);
-    add_input(&c, 2, sw, 132, 0.1f);
-    add_input(&c, 1, sl, 133, 1.0f);
+    chain_inputs(&c, ids, 8, 128, 256, 130);
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
     GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
@@ -216,14 +222,9 @@ GF_TEST(cuda, device_arena_steady_state) {
  * cudaMalloc, all freed at the reset, and the step computes the same bits as in the bump arena. */
 GF_TEST(cuda, device_arena_debug_mode) {
     int32_t ids[4 * 64];
-    for (int i = 0; i < 4 * 64; i++) ids[i] = (i * 31 + 3) % 97;
     chain_user u = {ids, 4, 64};
     op_case c = {.what = "chain", .f = b_chain, .user = &u};
-    int64_t st[2] = {97, 64}, sp[2] = {64, 64}, sw[2] = {64, 64}, sl[1] = {64};
-    add_input(&c, 2, st, 140, 1.0f);
-    add_input(&c, 2, sp, 141, 0.5f);
-    add_input(&c, 2, sw, 142, 0.1f);
-    add_input(&c, 1, sl, 143, 1.0f);
+    chain_inputs(&c, ids, 4, 64, 64, 140);
     int64_t nout = 4 * 64 * 97;
     float *r = malloc((size_t)nout * sizeof(float)), *out[2];
     for (int64_t i = 0; i < nout; i++) r[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
