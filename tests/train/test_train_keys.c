@@ -219,4 +219,13 @@ GF_TEST(smoke, train_precision_reaches_the_step) {
     GF_CHECK(v[1] != v[0], "bf16 ended on fp32's validation loss %.9g: the precision did not reach the GEMMs", v[0]);
     GF_CHECK(fabs(v[1] - v[0]) <= 0.02 * v[0], "bf16 %.6f, fp32 %.6f: more than 2 %% apart", v[1], v[0]);
     GF_CHECK(v[2] == v[1], "bf16 twice: %.9g then %.9g", v[1], v[2]);
+    /* summary.tsv says which precision, and for bf16 how the products ran */
+    for (int i = 0; i < 2; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/runs/keys-prec%d/summary.tsv", gf_test_tmpdir(), i);
+        char *s = gf_test_slurp(path, NULL);
+        GF_REQUIRE(s, "%s", path);
+        GF_CHECK(strstr(s, i ? "\nprecision\tbf16 (" : "\nprecision\tfp32\n") != NULL, "%s: no precision line", path);
+        free(s);
+    }
 }
