@@ -92,7 +92,7 @@ typedef struct gf_ctx {
         int64_t rows, cols, ld; /* as stored */
         int widen;
         void *packed;
-    } bf16_packs[16];
+    } bf16_packs[256]; /* a 12-layer step rounds ~170 distinct B operands */
     int n_bf16_packs;
 } gf_ctx;
 
