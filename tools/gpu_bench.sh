@@ -12,6 +12,7 @@
 #       machine's CUDA 13 (found by `run`).
 #   tools/gpu_bench.sh run OUTDIR [--pack FILE] [--gflow PATH] [--steps N] [--warmup W]
 #                                 [--torch-steps N] [--torch-warmup W] [--budget S] [--no-compile] [--tf32]
+#                                 [--bf16]
 #       There: unpack FILE (default .gpu/pack.tar.xz, by tools/gpu_env.sh; or use an already built
 #       --gflow PATH, with GFLOW_DATA_MIRROR set),
 #       run everything and write three files: OUTDIR/gpu_bench.log (every command line and its
@@ -25,6 +26,9 @@
 #       src/recipe/schema.c has it (TF32_KEY below), --tf32 then runs both models again in TF32 on
 #       both sides (gflow --set run.tf32=true; bench_torch --tf32, eager and compile); without it
 #       the log says so. MARKED OPTION: nothing else to change here once the key exists.
+#       --bf16: both models again with bf16 matrix products on both sides, after everything else
+#       (gflow --set run.precision=bf16: cublasGemmEx; bench_torch --set run.precision=bf16:
+#       torch.autocast(bfloat16), eager and compile).
 #   env PYTHON (python3) is the interpreter with PyTorch.
 #
 # The device tool (this workplace's lent GPU): pack here (.gpu/ is git-ignored), then carry it:
@@ -40,7 +44,7 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 pack() { exec tools/gpu_pack.sh "$@"; }  # one packer: the build, its libraries, gf_tests, the datasets
 
 # ---------------------------------------------------------------------------------------------
-out="" packf=.gpu/pack.tar.xz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0
+out="" packf=.gpu/pack.tar.xz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0 bf16=0
 PY=${PYTHON:-python3}
 T0=$(date +%s)
 LOG="" RES=""
@@ -100,6 +104,7 @@ run() {
       --budget) budget=$2; shift 2 ;;
       --no-compile) compile=0; shift ;;
       --tf32) tf32=1; shift ;;
+      --bf16) bf16=1; shift ;;
       *) echo "gpu_bench: unknown option $1" >&2; usage ;;
     esac
   done
@@ -151,6 +156,15 @@ run() {
     fi
   fi
 
+  if [ "$bf16" = 1 ]; then  # bf16 products on both sides, last (what time is left)
+    for m in grassmann transformer; do
+      r=$g; [ $m = transformer ] && r=$t
+      step "gflow-$m-bf16" 120 "${gb[@]:0:2}" "$r" "${gb[@]:2}" --set run.precision=bf16
+      step "torch-eager-$m-bf16" 150 "${tb[@]:0:2}" "$r" "${tb[@]:2}" --mode eager --set run.precision=bf16
+      [ "$compile" = 1 ] && step "torch-compile-$m-bf16" 300 "${tb[@]:0:2}" "$r" "${tb[@]:2}" --mode compile --set run.precision=bf16
+    done
+  fi
+
   # ---- the table ----
   local R=$RES gpu peak shape m f name label gt tt ratio
   gpu=$(cat "$R"/gflow-* "$R"/torch-* 2>/dev/null | grep -m1 '^gpu: ' | sed 's/^gpu: //')
@@ -167,8 +181,8 @@ run() {
     echo "| model | run | tokens/s | ms/step | forward | backward | optimizer | MFU % | peak device MB | gflow ÷ this |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     local p sfx
-    for p in FP32 TF32; do
-      sfx=""; [ $p = TF32 ] && sfx=-tf32
+    for p in FP32 TF32 BF16; do
+      sfx=""; [ $p = TF32 ] && sfx=-tf32; [ $p = BF16 ] && sfx=-bf16
       for m in grassmann transformer; do
         [ -f "$R/gflow-$m$sfx" ] || continue
         name=GrassmannLM; [ $m = transformer ] && name=TransformerLM

@@ -42,6 +42,10 @@ typedef struct gf_cublas_api {
     __typeof__(&cublasGetMathMode) get_math_mode;
     __typeof__(&cublasSetWorkspace_v2) set_workspace;
     __typeof__(&cublasSgemm_v2) sgemm;
+    /* [run] precision = bf16: bf16 inputs, fp32 out. Spelled out: C++ sees cublasGemmEx overloaded */
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
     __typeof__(&cublasSaxpy_v2) saxpy;
     __typeof__(&cublasGetStatusString) status_string;
     __typeof__(&cublasGetStatusName) status_name;
@@ -76,6 +80,13 @@ int gf_cuda_sync_mode(void);
 
 /* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */
 gf_status gf_cuda_sync(void);
+
+/* The runtime's one reusable device scratch, at least `bytes` (256-byte aligned), for work that
+ * is done before the next call's work starts on the stream (the bf16 operand copies of the
+ * GEMMs): stream order keeps one user from overwriting what the last still reads. Grown by
+ * cudaMalloc when a request is larger (cudaFree of the old one waits for the device), so a steady
+ * step allocates nothing. NULL, with the failure noted, when the GPU has no room. */
+void *gf_cuda_scratch(size_t bytes);
 
 /* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
 gf_status gf_cuda_malloc(void **p, size_t bytes);

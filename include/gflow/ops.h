@@ -28,6 +28,8 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
  * 2.6.3, AMX-BF16", or OpenBLAS on rounded inputs and why), for `gflow --version` and bench. */
 float gf_bf16_round(float f);
 const char *gf_gemm_bf16_path(void);
+/* the same for a run on `device`: on the GPU, cuBLAS on the tensor cores (src/ops/cuda/gemm.cu) */
+const char *gf_gemm_bf16_path_on(gf_device device);
 /* a + b; b has a's shape or a's trailing shape (broadcast over leading rows). */
 gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 /* table (V, D), ids (n) int32 in [0, V) with shape ids_shape -> (ids_shape..., D). */

@@ -188,7 +188,7 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
     if (gpu) gf_bench_gpu_print_device(gpu);
     printf("ranks: %d (%lld rows each, %d threads each)\n", world, (long long)B, gf_threads_get());
     if (s->r.run.precision == GF_PREC_BF16) /* only then: an fp32 bench prints what it always printed */
-        printf("precision: bf16 (%s)\n", gf_gemm_bf16_path());
+        printf("precision: bf16 (%s)\n", gf_gemm_bf16_path_on(s->r.run.device));
     printf("params: %lld\n", (long long)P->n);
     printf("steps: %lld (after %lld warmup)\n", (long long)steps, (long long)o->warmup);
     printf("loss_last: %.4f\n", bt->loss_last);

@@ -181,6 +181,10 @@ static void mm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, const void *
 }
 #endif
 
+const char *gf_gemm_bf16_path_on(gf_device device) {
+    return device == GF_DEV_CUDA ? "cuBLAS GemmEx, bf16 tensor cores" : gf_gemm_bf16_path();
+}
+
 const char *gf_gemm_bf16_path(void) {
     const char *force = getenv("GF_GEMM_BF16");
     if (force && !strcmp(force, "blas")) return "OpenBLAS on bf16-rounded inputs (GF_GEMM_BF16=blas)";

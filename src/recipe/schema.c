@@ -57,7 +57,7 @@ const gf_recipe_key gf_recipe_schema[] = {
       "Inputs of the matrix products (linear layers, the Plücker projection, the tied head): fp32, or bf16 "
       "(rounded to bfloat16, accumulated and returned in fp32: oneDNN on a CPU with AMX or AVX512-BF16, "
       "else OpenBLAS on the rounded inputs). Weights, gradients, AdamW, norms, softmax and the loss stay "
-      "fp32; checkpoints hold fp32. Part of the run's identity. CPU only for now."),
+      "fp32; checkpoints hold fp32. Part of the run's identity. On the GPU: cublasGemmEx, bf16 tensor cores."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "

@@ -76,9 +76,6 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
 
 gf_status gf_session_device_check(const gf_recipe *r) {
     if (r->run.device == GF_DEV_CPU) return GF_OK;
-    if (r->run.precision != GF_PREC_FP32)
-        return gf_error_set(GF_E_INVALID, "[run] precision = bf16 runs on the CPU only for now (the CUDA backend "
-                            "computes in fp32, or TF32 with [run] tf32): set run.device=cpu or run.precision=fp32");
     if (!gf_cuda_built())
         return gf_error_set(GF_E_INVALID, "[run] device = cuda: gflow was built without CUDA (reconfigure with "
                             "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");

@@ -442,7 +442,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
     fprintf(f, "build\t%s\n", gf_build_id());
     fprintf(f, "run\t%s\nfamily\t%s\nblock\t%s\nparams\t%lld\n", r->run.name, gf_family_name(r->model.family),
             gf_block_name(r->model.block), (long long)t->s.params->n);
-    if (r->run.precision == GF_PREC_BF16) fprintf(f, "precision\tbf16 (%s)\n", gf_gemm_bf16_path());
+    if (r->run.precision == GF_PREC_BF16) fprintf(f, "precision\tbf16 (%s)\n", gf_gemm_bf16_path_on(r->run.device));
     else fprintf(f, "precision\tfp32\n");
     fprintf(f, "tokenizer\t%s\nvocab\t%lld\nsteps\t%lld\nepochs\t%lld\n", gf_tokenizer_key(t->s.tok),
             (long long)gf_tokenizer_vocab_size(t->s.tok), (long long)t->state.step, (long long)t->state.epoch);

@@ -52,6 +52,7 @@ typedef struct loss_case {
     int64_t from, to;
     int32_t ignore;
     int no_grad, freeze; /* freeze: 1 h, 2 E needs no gradient */
+    gf_precision precision;
 } loss_case;
 
 static int run_loss_case(const loss_case *k, uint64_t seed) {
@@ -65,7 +66,9 @@ static int run_loss_case(const loss_case *k, uint64_t seed) {
         cnt += tg[i] != k->ignore;
     }
     loss_user u = {.tg = tg, .ignore = k->ignore, .no_grad = k->no_grad, .cnt = {-1, -2}};
-    op_case c = {.what = k->head ? "head_ce" : "cross_entropy", .f = k->head ? b_head : b_ce, .user = &u};
+    op_case c = {.what = k->head ? (k->precision ? "head_ce bf16" : "head_ce") : "cross_entropy",
+                 .f = k->head ? b_head : b_ce, .user = &u, .precision = k->precision,
+                 .grad_tol = k->precision ? BF16_GRAD_TOL : 0};
     int64_t s[3] = {k->s[0], k->s[1], 0};
     if (k->head) {
         int64_t se[2] = {k->V, k->D};
@@ -129,6 +132,17 @@ GF_TEST(cuda, head_ce) {
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         GF_CHECK(run_loss_case(&k[i], 300 + 2 * i) == 0, "head_ce case %zu", i);
+}
+
+/* [run] precision = bf16: logits, dh and dE from bf16-rounded h, E and dlogits on both devices;
+ * one chunk, and three (dE accumulated over chunks) */
+GF_TEST(cuda, head_ce_bf16) {
+    static const loss_case k[] = {
+        {.head = 1, .nd = 1, .s = {37}, .V = 1000, .D = 100, .every = 5, .ignore = -1, .precision = GF_PREC_BF16},
+        {.head = 1, .nd = 2, .s = {4, 140}, .V = 30522, .D = 64, .every = 9, .ignore = -1, .precision = GF_PREC_BF16},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        GF_CHECK(run_loss_case(&k[i], 500 + 2 * i) == 0, "head_ce bf16 case %zu", i);
 }
 
 /* rows over one GPU chunk (274 rows at V = 30,522): a partial last chunk, a whole chunk ignored,

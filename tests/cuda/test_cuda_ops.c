@@ -41,14 +41,15 @@ GF_TEST_GATE(cuda) {
 static gf_tensor *b_linear(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_linear(c, in[0], in[1], in[2]); }
 static gf_tensor *b_linear_nob(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_linear(c, in[0], in[1], NULL); }
 
-GF_TEST(cuda, linear) {
+static void linear_cases(gf_precision prec) {
     /* x shape (ndim, dims), OUT, bias */
     static const struct { int32_t nd; int64_t s[3]; int64_t out; int bias; } k[] = {
         {2, {1, 100}, 37, 1},  {3, {3, 5, 100}, 100, 1}, {3, {2, 7, 33}, 65, 0},
         {2, {257, 100}, 300, 1}, {2, {1, 1}, 1, 1},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        op_case c = {.what = "linear", .f = k[i].bias ? b_linear : b_linear_nob};
+        op_case c = {.what = prec ? "linear bf16" : "linear", .f = k[i].bias ? b_linear : b_linear_nob,
+                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
         int64_t in_w = k[i].s[k[i].nd - 1], sw[2] = {k[i].out, in_w}, sb[1] = {k[i].out};
         add_input(&c, k[i].nd, k[i].s, 10 + i, 1.0f);
         add_input(&c, 2, sw, 20 + i, 0.3f);
@@ -57,6 +58,9 @@ GF_TEST(cuda, linear) {
         case_free(&c);
     }
 }
+
+GF_TEST(cuda, linear) { linear_cases(GF_PREC_FP32); }
+GF_TEST(cuda, linear_bf16) { linear_cases(GF_PREC_BF16); }
 
 static gf_tensor *b_add(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_add(c, in[0], in[1]); }
 static gf_tensor *b_add_self(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_add(c, in[0], in[0]); }

@@ -14,6 +14,8 @@
  */
 #include "cuda_check.h"
 
+#include <stdint.h>
+
 #include <string.h>
 
 #ifdef GF_HAVE_CUDA
@@ -34,7 +36,8 @@ static gf_tensor *b_pm(gf_ctx *c, gf_tensor **in, void *u) {
 
 static const int64_t PAPER[6] = {1, 2, 4, 8, 12, 16}, DUP[4] = {1, 1, 2, 2}, FAR[2] = {3, 200}, BEYOND[2] = {140, 200};
 
-GF_TEST(cuda, plucker_mix) {
+/* the cases in `prec` (bf16: both devices round the GEMM inputs alike), the first n of them */
+static void plucker_mix_cases(gf_precision prec, size_t n) {
     static const struct { int64_t B, L, R, D; pm_user u; } k[] = {
         {1, 1, 7, 100, {PAPER, 6, 1e-8f, 1}},   /* one position: no valid offset, g = 0 */
         {3, 5, 7, 100, {PAPER, 6, 1e-8f, 1}},   /* offsets >= L */
@@ -49,8 +52,9 @@ GF_TEST(cuda, plucker_mix) {
         {3, 5, 7, 100, {BEYOND, 2, 1e-8f, 1}},  /* every offset >= L: g = 0, nothing reaches z or W */
         {2, 20, 128, 32, {PAPER, 6, 1e-8f, 1}}, /* r = 128: 65 KiB of shared memory, past the 48 KiB default */
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        op_case c = {.what = "plucker_mix", .f = b_pm, .user = (void *)&k[i].u};
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && i < n; i++) {
+        op_case c = {.what = prec ? "plucker_mix bf16" : "plucker_mix", .f = b_pm, .user = (void *)&k[i].u,
+                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
         int64_t P = k[i].R * (k[i].R - 1) / 2, sz[3] = {k[i].B, k[i].L, k[i].R}, sw[2] = {k[i].D, P}, sb[1] = {k[i].D};
         add_input(&c, 3, sz, 200 + i, 1.0f);
         add_input(&c, 2, sw, 220 + i, 0.3f);
@@ -59,6 +63,10 @@ GF_TEST(cuda, plucker_mix) {
         case_free(&c);
     }
 }
+
+GF_TEST(cuda, plucker_mix) { plucker_mix_cases(GF_PREC_FP32, SIZE_MAX); }
+/* [run] precision = bf16: the same as the CPU's bf16 (the paper's width among them) */
+GF_TEST(cuda, plucker_mix_bf16) { plucker_mix_cases(GF_PREC_BF16, 6); }
 
 GF_TEST(cuda, plucker_mix_parallel_pairs) {
     /* z_4 = z_2 and z_7 = 2 z_6 in every row: the pairs (4, δ=2) and (7, δ=1) have p = 0
@@ -112,7 +120,7 @@ static float *make_mask(int64_t B, int64_t L, int kind) {
     return m;
 }
 
-GF_TEST(cuda, plucker_window) {
+static void plucker_window_cases(gf_precision prec, size_t n) {
     /* mask kind: 0 none, 1 make_mask, 2 make_mask with row 2 all padding */
     static const struct { int64_t B, L, R, D; int mask; pw_user u; } k[] = {
         {3, 9, 7, 100, 1, {NULL, 4, 4, 1, 1e-8f, 1}},   /* disjoint windows [0,4) [4,8) [8,9) */
@@ -126,11 +134,12 @@ GF_TEST(cuda, plucker_window) {
         {4, 24, 64, 16, 1, {NULL, 8, 8, 4, 1e-8f, 1}},  /* the NLI recipe's r = 64 (P = 2016) */
         {2, 24, 128, 16, 1, {NULL, 8, 8, 4, 1e-8f, 1}}, /* r = 128: 65 KiB of shared memory (opt-in) */
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && i < n; i++) {
         pw_user u = k[i].u;
         float *mask = k[i].mask ? make_mask(k[i].B, k[i].L, k[i].mask) : NULL;
         u.mask = mask;
-        op_case c = {.what = "plucker_window", .f = b_pw, .user = &u};
+        op_case c = {.what = prec ? "plucker_window bf16" : "plucker_window", .f = b_pw, .user = &u,
+                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
         int64_t P = k[i].R * (k[i].R - 1) / 2, sz[3] = {k[i].B, k[i].L, k[i].R}, sw[2] = {k[i].D, P / u.heads},
                 sb[1] = {k[i].D};
         add_input(&c, 3, sz, 300 + i, 1.0f);
@@ -141,6 +150,9 @@ GF_TEST(cuda, plucker_window) {
         free(mask);
     }
 }
+
+GF_TEST(cuda, plucker_window) { plucker_window_cases(GF_PREC_FP32, SIZE_MAX); }
+GF_TEST(cuda, plucker_window_bf16) { plucker_window_cases(GF_PREC_BF16, 5); }
 
 /* ---- chains ---- */
 

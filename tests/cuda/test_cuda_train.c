@@ -374,11 +374,14 @@ GF_TEST(cuda, tf32_recipe_key_sets_math_mode) {
 /* ---- training ---- */
 
 /* K steps on both devices through gf_train_step, as the trainer drives it */
-static void steps_match(const char *family) {
+/* tol: the loss's relative bound for steps 1-20 (10x after: the runs drift apart), the gradient
+ * norm's and the validation loss's 10x */
+static void steps_match_in(const char *family, gf_precision prec, double tol) {
     enum { K = 60, B = 8 };
     gf_recipe rc, rg;
     GF_REQUIRE_OK(tiny_recipe(&rc, "steps", family, K, GF_DEV_CPU));
     GF_REQUIRE_OK(tiny_recipe(&rg, "steps", family, K, GF_DEV_CUDA));
+    rc.run.precision = rg.run.precision = prec;
     gf_session c, g;
     GF_REQUIRE_OK(gf_session_open(&c, &rc, 0));
     GF_REQUIRE_OK(gf_session_open(&g, &rg, 0));
@@ -430,9 +433,9 @@ static void steps_match(const char *family) {
         if (step < 20) worst_early = fmax(worst_early, dl);
         else worst_late = fmax(worst_late, dl);
         worst_gn = fmax(worst_gn, dg);
-        GF_CHECK(dl <= (step < 20 ? 1e-4 : 1e-3), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
+        GF_CHECK(dl <= (step < 20 ? tol : 10 * tol), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
                  family, (long long)step + 1, (double)out_g.loss, (double)out_c.loss, dl);
-        GF_CHECK(dg <= 1e-3, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
+        GF_CHECK(dg <= 10 * tol, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
                  (long long)step + 1, out_g.grad_norm, out_c.grad_norm, dg);
         if (gf_test_failed_now()) break;
         if (step == 1) mallocs = g.ctx.cuda->n_mallocs;
@@ -442,17 +445,21 @@ static void steps_match(const char *family) {
     gf_eval_result ec, eg;
     GF_REQUIRE_OK(gf_session_eval(&c, GF_SPLIT_VALID, 3, &ec));
     GF_REQUIRE_OK(gf_session_eval(&g, GF_SPLIT_VALID, 3, &eg));
-    GF_CHECK(ec.n_tokens == eg.n_tokens && fabs(eg.loss - ec.loss) <= 1e-3 * ec.loss,
+    GF_CHECK(ec.n_tokens == eg.n_tokens && fabs(eg.loss - ec.loss) <= 10 * tol * ec.loss,
              "%s: validation loss %.9g on the GPU, %.9g on the CPU (%lld, %lld tokens)", family, eg.loss, ec.loss,
              (long long)eg.n_tokens, (long long)ec.n_tokens);
-    printf("  %s, %d steps: max relative loss difference %.3g (steps 1-20), %.3g (21-%d); gradient norm %.3g; "
-           "validation loss %.3g\n", family, K, worst_early, worst_late, K, worst_gn, fabs(eg.loss - ec.loss) / ec.loss);
+    printf("  %s%s, %d steps: max relative loss difference %.3g (steps 1-20), %.3g (21-%d); gradient norm %.3g; "
+           "validation loss %.3g\n", family, prec ? " bf16" : "", K, worst_early, worst_late, K, worst_gn, fabs(eg.loss - ec.loss) / ec.loss);
     gf_session_close(&g);
     gf_session_close(&c);
 }
 
-GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match("grassmann"); }
-GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match("transformer"); }
+GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match_in("grassmann", GF_PREC_FP32, 1e-4); }
+GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer", GF_PREC_FP32, 1e-4); }
+/* [run] precision = bf16 on both devices: the same rounded products; a GEMM input computed on each
+ * device flips its bf16 rounding now and then (cuda_check.h, BF16_GRAD_TOL), so the bound is 20x
+ * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3) */
+GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 2e-3); }
 
 /* metrics.tsv's loss column row by row: the same rows (step, split), losses within tol */
 static void metrics_close(const char *a_dir, const char *b_dir, double tol) {

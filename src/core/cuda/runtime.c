@@ -19,6 +19,8 @@ static struct {
     cudaStream_t stream;
     cublasHandle_t blas;
     void *workspace;
+    void *scratch;         /* gf_cuda_scratch */
+    size_t scratch_bytes;
     gf_status noted;       /* first failure an op noted, until gf_cuda_sync reports it */
     char noted_msg[1024];
 } rt;
@@ -39,7 +41,7 @@ static void format_cuda(char *buf, size_t n, cudaError_t e, const char *call, co
 static gf_status load_cublas(void) {
 #ifdef GF_CUDA_EMULATOR /* the emulator's cuBLAS is linked in (src/core/cuda/emu/emu.cc) */
     gf_cublas = (gf_cublas_api){cublasCreate_v2, cublasSetStream_v2, cublasSetMathMode, cublasGetMathMode,
-                                cublasSetWorkspace_v2, cublasSgemm_v2, cublasSaxpy_v2, cublasGetStatusString,
+                                cublasSetWorkspace_v2, cublasSgemm_v2, cublasGemmEx, cublasSaxpy_v2, cublasGetStatusString,
                                 cublasGetStatusName};
     return GF_OK;
 #else
@@ -68,6 +70,7 @@ static gf_status load_cublas(void) {
         SYM(get_math_mode, "cublasGetMathMode")
         SYM(set_workspace, "cublasSetWorkspace_v2")
         SYM(sgemm, "cublasSgemm_v2")
+        SYM(gemm_ex, "cublasGemmEx")
         SYM(saxpy, "cublasSaxpy_v2")
         SYM(status_string, "cublasGetStatusString")
         SYM(status_name, "cublasGetStatusName")
@@ -241,6 +244,21 @@ gf_status gf_cuda_malloc(void **p, size_t bytes) {
     GF_TRY(gf_cuda_init());
     GF_CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
     return GF_OK;
+}
+
+void *gf_cuda_scratch(size_t bytes) {
+    if (bytes <= rt.scratch_bytes) return rt.scratch;
+    gf_cuda_free(rt.scratch);
+    rt.scratch = NULL, rt.scratch_bytes = 0;
+    size_t want = (bytes + 255) & ~(size_t)255;
+    cudaError_t e = cudaMalloc(&rt.scratch, want);
+    if (e != cudaSuccess) {
+        gf_cuda_note(e, "cudaMalloc(scratch)", __FILE__, __LINE__);
+        rt.scratch = NULL;
+        return NULL;
+    }
+    rt.scratch_bytes = want;
+    return rt.scratch;
 }
 
 void gf_cuda_free(void *p) {

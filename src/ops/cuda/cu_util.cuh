@@ -59,21 +59,15 @@ static inline void *cu_stage(gf_ctx *ctx, const void *host, size_t bytes) {
     return gf_cuda_stage(ctx->cuda, host, bytes);
 }
 
-/* ---- row-major GEMM through cuBLAS: C (M, N) = op(A) · op(B) + beta C, alpha 1 ----
- * cblas_sgemm(CblasRowMajor, ...)'s twin, so a CUDA op reads like its CPU op: ta/tb say whether
- * A, B are used transposed, lda/ldb/ldc are the row-major leading dimensions (row strides).
- * gflow is row-major and cuBLAS column-major; a row-major (m, k) matrix with row stride ld is,
- * read column-major, its transpose (k, m) with leading dimension ld. So C^T = op(B)^T · op(A)^T
- * is computed with the operands swapped and nothing is copied:
- *   sgemm(tb, ta, N, M, K, B ldb, A lda, beta, C ldc).
- * A beta of 0 stores (a fresh gradient), 1 adds. Failures are noted (GF_CUBLAS_NOTE). */
-static inline void cu_sgemm_rm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    const float one = 1.0f;
-    GF_CUBLAS_NOTE(gf_cublas.sgemm(gf_cuda_blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   gf_blas_int(N), gf_blas_int(M), gf_blas_int(K), &one, B, gf_blas_int(ldb), A,
-                                   gf_blas_int(lda), &beta, C, gf_blas_int(ldc)));
-}
+/* ---- row-major GEMM through cuBLAS (gemm.cu): C (M, N) = op(A) · op(B) + beta C, alpha 1 ----
+ * The one matrix product of the CUDA ops, the CPU's gf_gemm twin (op_util.h), so a CUDA op reads
+ * like its CPU op: ta/tb say whether A, B are used transposed, lda/ldb/ldc are the row-major
+ * leading dimensions (row strides). A beta of 0 stores (a fresh gradient), 1 adds. In
+ * ctx->precision bf16 the inputs are rounded to bfloat16 (nearest even, as the CPU rounds) and
+ * multiplied on the tensor cores with fp32 accumulation and output (cublasGemmEx); fp32 is
+ * cublasSgemm (TF32 when [run] tf32 set the handle's math mode). Failures are noted. */
+void cu_gemm_rm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 __device__ static inline float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

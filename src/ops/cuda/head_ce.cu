@@ -90,12 +90,12 @@ gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_
         for (int64_t c0 = 0; c0 < N; c0 += CH) {
             const int64_t n = N - c0 < CH ? N - c0 : CH;
             const float *hc = h->data + c0 * D; // (n, D)
-            cu_sgemm_rm(0, 1, n, V, D, hc, D, E->data, D, 0.0f, buf, V); /* logits = h·Eᵀ */
+            cu_gemm_rm(ctx, 0, 1, n, V, D, hc, D, E->data, D, 0.0f, buf, V); /* logits = h·Eᵀ */
             head_rows<<<(unsigned)n, cu_row_threads(V), 0, gf_cuda_stream()>>>(buf, nll + c0, tg + c0, V,
                                                                                 ignore_index, inv, grad);
             GF_CUDA_LAUNCHED("head_rows");
-            if (gh) cu_sgemm_rm(0, 0, n, D, V, buf, V, E->data, D, 0.0f, dh + c0 * D, D); /* dh = dl·E */
-            if (gE) cu_sgemm_rm(1, 0, V, D, n, buf, V, hc, D, c0 == 0 ? 0.0f : 1.0f, dE, D); /* dE += dlᵀ·h */
+            if (gh) cu_gemm_rm(ctx, 0, 0, n, D, V, buf, V, E->data, D, 0.0f, dh + c0 * D, D); /* dh = dl·E */
+            if (gE) cu_gemm_rm(ctx, 1, 0, V, D, n, buf, V, hc, D, c0 == 0 ? 0.0f : 1.0f, dE, D); /* dE += dlᵀ·h */
         }
     }
     gf_tensor *y = cu_loss_mean(ctx, nll, N, cnt, nll_sum); // (1)

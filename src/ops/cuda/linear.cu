@@ -1,15 +1,15 @@
 /* linear.cu — y = x W^T + b on the GPU through cuBLAS (FP32); the CPU op is src/ops/linear.c.
  *
  * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
- * Each product is one row-major GEMM (cu_sgemm_rm in cu_util.cuh: cuBLAS with the operands
+ * Each product is one row-major GEMM (cu_gemm_rm in cu_util.cuh: cuBLAS with the operands
  * swapped, nothing copied). The bias is written into Y first and the GEMM adds to it (beta = 1),
  * as on the CPU.
  */
 #include "cu_util.cuh"
 
 /* backward, with G = dL/dY (N, OUT):
- *   dX (N, IN)   += G · W          (cu_sgemm_rm N, N)
- *   dW (OUT, IN) += G^T · X        (cu_sgemm_rm T, N)
+ *   dX (N, IN)   += G · W          (cu_gemm_rm N, N)
+ *   dW (OUT, IN) += G^T · X        (cu_gemm_rm T, N)
  *   db (OUT)     += sum_rows G     (cu_colsum, fixed order)
  * A fresh gradient (gf_grad_fresh) is stored: beta 0 for the GEMMs, a store for the sum. */
 static void linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
@@ -17,9 +17,9 @@ static void linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const float *G = n->out->grad; // (N, OUT)
     int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
     if (gf_needs_grad(x))
-        cu_sgemm_rm(0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+        cu_gemm_rm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
     if (gf_needs_grad(w))
-        cu_sgemm_rm(1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+        cu_gemm_rm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, N, OUT, gf_grad_fresh(b), cu_rows{G, OUT});
 }
 
@@ -38,7 +38,7 @@ gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b)
         bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y->data, b->data, n, OUT);
         GF_CUDA_LAUNCHED("bias_rows");
     }
-    cu_sgemm_rm(0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y->data, OUT);
+    cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y->data, OUT);
     gf_tensor *in[3] = {x, w, b};
     gf_tape_record(ctx, &linear_cuda, y, 3, in);
     return y;

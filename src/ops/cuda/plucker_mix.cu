@@ -10,7 +10,7 @@
  * each thread (plucker.cuh): per valid offset the block loads z_{t-δ} into shared memory, forms
  * its pairs, sums |p|² (fixed-order block sum), and adds p̂ into pbar_t held in shared memory;
  * pbar_t is written once, averaged. Then the projection: the bias written on valid rows (0
- * elsewhere) and one GEMM g += pbar W^T (cu_sgemm_rm), as linear.cu does.
+ * elsewhere) and one GEMM g += pbar W^T (cu_gemm_rm), as linear.cu does.
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW += G^T pbar (one GEMM; pbar is 0 on rows without a valid offset),
@@ -159,11 +159,11 @@ static void plucker_mix_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const int normalize = (int)n->ip[1];
     const float eps = (float)n->fp[0];
 
-    if (gf_needs_grad(w)) cu_sgemm_rm(1, 0, D, P, BL, G, D, sv->pbar, P, 1.0f, w->grad, P);
+    if (gf_needs_grad(w)) cu_gemm_rm(ctx, 1, 0, D, P, BL, G, D, sv->pbar, P, 1.0f, w->grad, P);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, BL, D, 0, pm_valid_rows{G, D, L, minoff});
     if (!gf_needs_grad(z)) return;
     float *dpbar = gf_cuda_floats(ctx, BL * P); // (B*L, P)
-    cu_sgemm_rm(0, 0, BL, P, D, G, D, w->data, P, 0.0f, dpbar, P);
+    cu_gemm_rm(ctx, 0, 0, BL, P, D, G, D, w->data, P, 0.0f, dpbar, P);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pm_bwd_z's shared layout */
     cu_smem_opt_in((const void *)pm_bwd_z, smem, "plucker_mix (r too large for the fused kernel)");
     pm_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->norms, sv->offs,
@@ -195,7 +195,7 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
     pm_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, BL * D, D, L, minoff);
     GF_CUDA_LAUNCHED("pm_bias");
-    cu_sgemm_rm(0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
+    cu_gemm_rm(ctx, 0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
 
     gf_tensor *in[3] = {z, w, b};
     gf_node *n = gf_tape_record(ctx, &plucker_mix_cuda, g, 3, in);

@@ -14,7 +14,7 @@
  * shared memory; pbar_t is written once, times 1/|S_t|. The CPU forms each unordered pair once
  * and adds -p̂ to the later token; here every token forms its own pairs (twice the pair work,
  * no two blocks write one row), in the same order s = lo, lo+1, ... Then the bias on rows with
- * partners (0 elsewhere) and H GEMMs g[:, h] += pbar[:, h] W_h^T (cu_sgemm_rm with row strides).
+ * partners (0 elsewhere) and H GEMMs g[:, h] += pbar[:, h] W_h^T (cu_gemm_rm with row strides).
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW_h += G[:, h]^T pbar[:, h] (H GEMMs),  db += Σ over rows with partners of G (cu_colsum),
@@ -167,12 +167,12 @@ static void plucker_window_backward_cuda(gf_ctx *ctx, gf_node *n) {
 
     if (gf_needs_grad(w)) /* pbar is 0 on rows without partners: no mask needed */
         for (int64_t h = 0; h < H; h++)
-            cu_sgemm_rm(1, 0, Dh, Ph, BL, G + h * Dh, D, sv->pbar + h * Ph, P, 1.0f, w->grad + h * Dh * Ph, Ph);
+            cu_gemm_rm(ctx, 1, 0, Dh, Ph, BL, G + h * Dh, D, sv->pbar + h * Ph, P, 1.0f, w->grad + h * Dh * Ph, Ph);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, BL, D, 0, pw_partnered_rows{G, sv->cnt, D});
     if (!gf_needs_grad(z)) return;
     float *dpbar = gf_cuda_floats(ctx, BL * P); // (B*L, P)
     for (int64_t h = 0; h < H; h++)
-        cu_sgemm_rm(0, 0, BL, Ph, Dh, G + h * Dh, D, w->data + h * Dh * Ph, Ph, 0.0f, dpbar + h * Ph, P);
+        cu_gemm_rm(ctx, 0, 0, BL, Ph, Dh, G + h * Dh, D, w->data + h * Dh * Ph, Ph, 0.0f, dpbar + h * Ph, P);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pw_bwd_z's shared layout */
     cu_smem_opt_in((const void *)pw_bwd_z, smem, "plucker_window (r too large for the fused kernel)");
     pw_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->cnt, sv->mask, L,
@@ -203,7 +203,7 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
     pw_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, sv->cnt, BL * D, D);
     GF_CUDA_LAUNCHED("pw_bias");
     for (int64_t h = 0; h < H; h++)
-        cu_sgemm_rm(0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
+        cu_gemm_rm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 
     gf_tensor *in[3] = {z, w, b};
     gf_node *n = gf_tape_record(ctx, &plucker_window_cuda, g, 3, in);

@@ -21,6 +21,7 @@
  * checksum, and aborts when a synchronisation finds the source changed, or the buffer freed,
  * while the copy was still in flight. */
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cblas.h>
@@ -429,15 +430,20 @@ static float *to_tf32(const float *a, int rows, int cols, int ld) {
     return t;
 }
 
+/* the column-major GEMM's shape arguments as cuBLAS accepts them (CUBLAS_STATUS_INVALID_VALUE else) */
+static bool gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc) {
+    const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
+    return m >= 0 && n >= 0 && k >= 0 && lda >= (ar > 1 ? ar : 1) && ldb >= (br > 1 ? br : 1) &&
+           ldc >= (m > 1 ? m : 1) && (ta == CUBLAS_OP_N || ta == CUBLAS_OP_T) && (tb == CUBLAS_OP_N || tb == CUBLAS_OP_T);
+}
+
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                               const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                               float *C, int ldc) {
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
     const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-    if (m < 0 || n < 0 || k < 0 || lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1) ||
-        (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
-        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     if (!matrix_on_device(C, m, n, ldc) || (k > 0 && (!matrix_on_device(A, ar, ac, lda) ||
                                                       !matrix_on_device(B, br, bc, ldb))))
@@ -466,6 +472,58 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cubla
     cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
                 tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb,
                 *beta, C, ldc);
+    free(a32);
+    free(b32);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* bf16 inputs, fp32 output and compute: the inputs widened to fp32 (exactly) and multiplied as
+ * cublasSgemm does (OpenBLAS), so the emulator checks the operands and the casts, not the tensor
+ * cores' order of summation */
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (Atype != CUDA_R_16BF || Btype != CUDA_R_16BF || Ctype != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F ||
+        algo != CUBLAS_GEMM_DEFAULT)
+        return CUBLAS_STATUS_INVALID_VALUE; /* the toolkit would run these; gflow never asks */
+    const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    const size_t abytes = ar && ac ? ((size_t)(ac - 1) * (size_t)lda + (size_t)ar) * 2 : 0;
+    const size_t bbytes = br && bc ? ((size_t)(bc - 1) * (size_t)ldb + (size_t)br) * 2 : 0;
+    if (!matrix_on_device((const float *)C, m, n, ldc) ||
+        (k > 0 && (!is_device_locked(A, abytes) || !is_device_locked(B, bbytes))))
+        fault("cublasGemmEx(m %d, n %d, k %d, lda %d, ldb %d, ldc %d): a matrix is not (wholly) in device memory", m,
+              n, k, lda, ldb, ldc);
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued();
+    }
+    float *c = (float *)C;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    if (k == 0) {
+        for (size_t j = 0; j < (size_t)n; j++)
+            for (size_t i = 0; i < (size_t)m; i++)
+                c[j * (size_t)ldc + i] = be == 0.0f ? 0.0f : be * c[j * (size_t)ldc + i];
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    float *a32 = (float *)malloc((size_t)ac * (size_t)lda * sizeof(float));
+    float *b32 = (float *)malloc((size_t)bc * (size_t)ldb * sizeof(float));
+    if (!a32 || !b32) {
+        free(a32);
+        free(b32);
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    const __nv_bfloat16 *a16 = (const __nv_bfloat16 *)A, *b16 = (const __nv_bfloat16 *)B;
+    for (size_t j = 0; j < (size_t)ac; j++)
+        for (size_t i = 0; i < (size_t)ar; i++) a32[j * (size_t)lda + i] = __bfloat162float(a16[j * (size_t)lda + i]);
+    for (size_t j = 0; j < (size_t)bc; j++)
+        for (size_t i = 0; i < (size_t)br; i++) b32[j * (size_t)ldb + i] = __bfloat162float(b16[j * (size_t)ldb + i]);
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, al, a32, lda, b32, ldb, be, c, ldc);
     free(a32);
     free(b32);
     return CUBLAS_STATUS_SUCCESS;
