@@ -18,7 +18,7 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True  # keep tools/ free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
-from torch_ref import ModelConfig, build_model, n_params  # noqa: E402
+from torch_ref import ModelConfig, average_first_geometry, build_model, n_params  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "golden")
@@ -129,7 +129,8 @@ def metadata(vname, cfg):
     }
 
 
-def make_variant(vname):
+def _variant_setup(vname):
+    """The variant's config, its model with the fixture parameters, and the batch."""
     kw = dict(TINY)
     kw.update(VARIANTS[vname])
     kw.setdefault("offset_schedule", [])
@@ -137,6 +138,30 @@ def make_variant(vname):
     model = build_model(cfg)
     fixture_init_(model, torch.Generator().manual_seed(INIT_SEED))
     tokens = torch.randint(0, cfg.V, (B, L + 1), generator=torch.Generator().manual_seed(TOKENS_SEED))
+    return cfg, model, tokens
+
+
+def _adamw_steps(model, tokens, out):
+    """6 AdamW steps on the same batch: zero_grad, backward, clip (pre-clip norm recorded), step;
+    out["adamw.losses"], out["adamw.gnorm"]."""
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"],
+                            betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
+                            weight_decay=ADAMW["weight_decay"])
+    losses, gnorms = [], []
+    for _ in range(ADAMW["steps"]):
+        opt.zero_grad(set_to_none=True)
+        step_loss, _ = model.loss(tokens)
+        step_loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=ADAMW["clip"])
+        opt.step()
+        losses.append(step_loss.item())
+        gnorms.append(float(gn))
+    out["adamw.losses"] = torch.tensor(losses, dtype=torch.float32)
+    out["adamw.gnorm"] = torch.tensor(gnorms, dtype=torch.float32)
+
+
+def make_variant(vname):
+    cfg, model, tokens = _variant_setup(vname)
 
     out = {}
     for name, p in model.named_parameters():
@@ -153,21 +178,7 @@ def make_variant(vname):
     for name, p in model.named_parameters():
         out["grad." + name] = p.grad.detach().clone()
 
-    # 6 AdamW steps on the same batch: zero_grad, backward, clip (pre-clip norm recorded), step
-    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"],
-                            betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
-                            weight_decay=ADAMW["weight_decay"])
-    losses, gnorms = [], []
-    for _ in range(ADAMW["steps"]):
-        opt.zero_grad(set_to_none=True)
-        step_loss, _ = model.loss(tokens)
-        step_loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=ADAMW["clip"])
-        opt.step()
-        losses.append(step_loss.item())
-        gnorms.append(float(gn))
-    out["adamw.losses"] = torch.tensor(losses, dtype=torch.float32)
-    out["adamw.gnorm"] = torch.tensor(gnorms, dtype=torch.float32)
+    _adamw_steps(model, tokens, out)
     if vname == FINAL_PARAMS_VARIANT:
         for name, p in model.named_parameters():
             out["adamw.final." + name] = p.detach().clone()
@@ -177,6 +188,102 @@ def make_variant(vname):
     for k, v in out.items():
         if v.dtype == torch.float32:
             assert torch.isfinite(v).all(), f"{vname}: {k} not finite"
+    return out, meta, cfg
+
+
+# [run] precision = bf16 (tests/nn/test_golden.c *_bf16): these variants again, in two bf16 forms.
+BF16_VARIANTS = ("grassmann_post_A", "transformer_post")
+
+
+def _bf16(x):
+    """x rounded to bfloat16 (nearest even) and widened back: what gflow's bf16 products multiply."""
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+class _RoundedProduct(torch.autograd.Function):
+    """y = x W^T with both inputs rounded to bf16 and fp32 accumulation, and the backward's two
+    products likewise (dx = g W, dW = g^T x on rounded inputs): gflow's gf_gemm in bf16."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return _bf16(x) @ _bf16(w).t()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g16 = _bf16(g)
+        dx = g16 @ _bf16(w)
+        dw = g16.reshape(-1, g.shape[-1]).t() @ _bf16(x).reshape(-1, x.shape[-1])
+        return dx, dw
+
+
+def _rounded_linear(x, w, b=None):
+    y = _RoundedProduct.apply(x, w)
+    return y if b is None else y + b
+
+
+def _gflow_bf16_(model):
+    """Make `model` compute as gflow does in bf16: every linear layer, the Pluecker projection and
+    the tied head through _RoundedProduct; the Pluecker vectors averaged over the offsets before
+    the projection (gflow's form: rounding the average is not averaging the rounded); attention's
+    own products, norms, softmax and the loss in fp32. F.linear is patched by the caller."""
+    for blk in model.blocks:
+        mix = getattr(blk, "mix", None)
+        if mix is not None and getattr(mix, "use_plucker", False):
+            mix.geometry = (lambda m: (lambda n: average_first_geometry(m, n)))(mix)
+
+    def forward(idx):
+        B, L = idx.shape
+        pos = torch.arange(L, device=idx.device)
+        h = model.drop(model.tok_emb(idx) + model.pos_emb(pos)[None])
+        for blk in model.blocks:
+            h = blk(h)
+        return _rounded_linear(model.ln_f(h), model.tok_emb.weight)
+
+    model.forward = forward
+
+
+def _run_bf16(model, tokens, out, prefix, autocast):
+    """One forward/backward at the stored parameters into out[prefix + ...]."""
+    model.zero_grad(set_to_none=True)
+    if autocast:
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            loss, logits = model.loss(tokens)
+        loss, logits = loss.float(), logits.float()
+    else:
+        loss, logits = model.loss(tokens)
+    loss.backward()
+    out[prefix + "out.logits"] = logits.detach().clone()
+    out[prefix + "out.loss"] = loss.detach().reshape(1).clone()
+    for name, p in model.named_parameters():
+        out[prefix + "grad." + name] = p.grad.detach().clone()
+
+
+def make_bf16_variant(vname):
+    """<vname>.bf16.safetensors: the fp32 fixture's parameters and batch; out.* / grad.* / adamw.*
+    as gflow computes in bf16 (_gflow_bf16_), and autocast.out.* / autocast.grad.* as PyTorch's
+    torch.autocast(cpu, bfloat16) does (its products return bf16: a looser comparison)."""
+    cfg, model, tokens = _variant_setup(vname)
+    out = {name: p.detach().clone() for name, p in model.named_parameters()}
+    out["input.tokens"] = tokens.to(torch.int32)
+    model.train()
+    _run_bf16(model, tokens, out, "autocast.", autocast=True)
+    linear = F.linear
+    _gflow_bf16_(model)
+    F.linear = _rounded_linear
+    try:
+        _run_bf16(model, tokens, out, "", autocast=False)
+        _adamw_steps(model, tokens, out)
+    finally:
+        F.linear = linear
+    meta = metadata(vname, cfg)
+    meta["n_params"] = str(n_params(model))
+    meta["precision"] = "bf16"
+    meta["variant"] = vname + ".bf16"
+    for k, v in out.items():
+        if v.dtype == torch.float32:
+            assert torch.isfinite(v).all(), f"{vname}.bf16: {k} not finite"
     return out, meta, cfg
 
 
@@ -279,6 +386,18 @@ grads 1e-4 relative to the tensor's max |value|; adamw.losses and adamw.gnorm 1e
 Step k's loss is computed after k updates, so losses 1..5 check clipping, AdamW moments, bias
 correction and the decoupled decay.
 
+## bf16 fixtures (`*.bf16.safetensors`)
+
+For `[run] precision = bf16` (tests/nn/test_golden.c `*_bf16`, also on the GPU in suite cuda):
+the variant's parameters and batch as above, with `out.*`, `grad.*` and `adamw.*` computed by the
+reference made to compute as gflow does in bf16 (every linear layer, the Pluecker projection and
+the tied head with both inputs rounded to bfloat16, nearest even, and fp32 accumulation, in the
+backward's two products too; the Pluecker vectors averaged before the projection; attention's own
+products, norms, softmax and the loss in fp32), and `autocast.out.logits`, `autocast.out.loss`,
+`autocast.grad.*` from the unmodified reference under `torch.autocast("cpu", torch.bfloat16)`
+(its products return bf16, so that comparison is looser). Metadata `precision = bf16`. The
+tolerances are test_golden.c's `bf16_exact` and `bf16_autocast`, with what was measured.
+
 ## Checksums (sha256)
 
 {checksums}
@@ -309,41 +428,19 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
 
     rows, sums, total, bad = [], [], 0, 0
-    for vname in VARIANTS:
-        tensors, meta, cfg = make_variant(vname)
-        path = os.path.join(args.out, vname + ".safetensors")
-        tmp = path + ".tmp"
-        safetensors_io.save(tmp, tensors, meta)
-        # round-trip through the reader
-        back, meta_back = safetensors_io.load(tmp)
-        assert meta_back == meta and set(back) == set(tensors)
-        for k, v in tensors.items():
-            assert np.array_equal(back[k], v.numpy()), k
-        with open(tmp, "rb") as f:
-            blob = f.read()
+    jobs = [(v, make_variant) for v in VARIANTS] + [(v + ".bf16", make_bf16_variant) for v in BF16_VARIANTS]
+    for fname, make in jobs:
+        tensors, meta, cfg = make(fname[:-5] if fname.endswith(".bf16") else fname)
+        verdict, detail, blob = safetensors_io.emit_fixture(
+            os.path.join(args.out, fname + ".safetensors"), tensors, meta, args.check)
+        bad += verdict == "DIFFERS"
         size = len(blob)
         total += size
         digest = hashlib.sha256(blob).hexdigest()
-        if args.check:
-            os.remove(tmp)
-            try:
-                with open(path, "rb") as f:
-                    same = f.read() == blob
-            except FileNotFoundError:
-                same = False
-            if same:
-                print(f"  same    {vname}.safetensors")
-            else:
-                # another processor's PyTorch gives other low bits: within the stated tolerance
-                # (safetensors_io.FIXTURE_RTOL) the fixture still holds
-                verdict, detail = safetensors_io.compare(path, tensors, meta)
-                bad += verdict == "DIFFERS"
-                print(f"  {verdict:7s} {vname}.safetensors  {detail}".rstrip())
-        else:
-            os.replace(tmp, path)
-        rows.append(_variant_row(vname, meta, size))
-        sums.append(f"    {digest}  {vname}.safetensors")
-        print(f"{vname:28s} {size:7d} B  loss {tensors['out.loss'].item():.6f}  "
+        print(f"  {verdict:7s} {fname}.safetensors  {detail}".rstrip())
+        rows.append(_variant_row(fname, meta, size))
+        sums.append(f"    {digest}  {fname}.safetensors")
+        print(f"{fname:28s} {size:7d} B  loss {tensors['out.loss'].item():.6f}  "
               f"adamw.losses {[round(x, 4) for x in tensors['adamw.losses'].tolist()]}")
     print(f"total {total} B ({total / 1024:.1f} KiB)")
 

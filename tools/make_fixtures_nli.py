@@ -172,21 +172,10 @@ def main(argv=None):
     rows, sums, bad = [], [], 0
     for vname in VARIANTS:
         tensors, meta = make_variant(vname)
-        path = os.path.join(OUT_DIR, vname + ".safetensors")
-        tmp = path + ".tmp"
-        safetensors_io.save(tmp, tensors, meta)
-        back, meta_back = safetensors_io.load(tmp)
-        assert meta_back == meta and set(back) == set(tensors)
-        with open(tmp, "rb") as f:
-            blob = f.read()
-        if args.check:
-            os.remove(tmp)
-            same = os.path.exists(path) and open(path, "rb").read() == blob
-            verdict, detail = ("same", "") if same else safetensors_io.compare(path, tensors, meta)
-            bad += verdict == "DIFFERS"
-            print(f"  {verdict:7s} {vname}.safetensors  {detail}".rstrip())
-        else:
-            os.replace(tmp, path)
+        verdict, detail, blob = safetensors_io.emit_fixture(
+            os.path.join(OUT_DIR, vname + ".safetensors"), tensors, meta, args.check)
+        bad += verdict == "DIFFERS"
+        print(f"  {verdict:7s} {vname}.safetensors  {detail}".rstrip())
         ww = f"{meta['window']} / {meta['stride']}" if meta["family"] == "grassmann" else "-"
         rows.append(f"| {vname}.safetensors | {meta['family']} | {ww} | {meta['n_params']} | {len(blob)} B |")
         sums.append(f"    {hashlib.sha256(blob).hexdigest()}  {vname}.safetensors")

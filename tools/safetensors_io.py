@@ -102,12 +102,31 @@ def load(path):
 #   adamw.losses, adamw.gnorm   |d| <= 1e-4 |ref|          (golden: relative 1e-4 per step)
 #   adamw.final.*   max |d| <= 1e-4 max |ref| + 1e-7
 # Anything else (inputs, initial weights, metadata) must be equal.
+# A bf16 fixture (metadata precision = bf16, tests/nn/test_golden.c) holds the same names, held
+# to that file's own golden bounds (BF16_BOUNDS: a low bit of difference can flip a bf16 rounding),
+# and autocast.out.* / autocast.grad.* to the autocast bounds; the same fraction f of each.
 FIXTURE_FRACTION = 0.25
+# (logit abs, logit rel, loss rel, grad rel to max, adamw rel) of test_golden.c's bf16_exact and
+# bf16_autocast
+BF16_BOUNDS = {"": (1e-3, 1e-3, 1e-4, 1e-2, 1e-2), "autocast.": (5e-2, 3e-2, 5e-3, 8e-2, 0.0)}
 
 
-def _fixture_bound(name, ref):
+def _fixture_bound(name, ref, bf16=False):
     """Per-element bound on |new - committed| for tensor `name` (float64 `ref`), or None: equal."""
     f = FIXTURE_FRACTION
+    if bf16:
+        prefix = "autocast." if name.startswith("autocast.") else ""
+        la, lr, lo, gr, aw = BF16_BOUNDS[prefix]
+        base = name[len(prefix):]
+        if base == "out.logits":
+            return f * (la + lr * np.abs(ref))
+        if base == "out.loss":
+            return f * lo * np.abs(ref)
+        if base in ("adamw.losses", "adamw.gnorm") and aw > 0:
+            return aw * np.abs(ref)
+        if base.startswith("grad."):
+            return np.full(ref.shape, f * gr * float(np.max(np.abs(ref), initial=0.0)) + 1e-7)
+        return None
     if name == "out.logits":
         return f * (3e-5 + 1e-5 * np.abs(ref))
     if name == "out.loss":
@@ -144,7 +163,7 @@ def compare(path, tensors, metadata):
         if np.array_equal(a, b):
             continue
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        bound = _fixture_bound(k, a64) if a.dtype.kind == "f" else None
+        bound = _fixture_bound(k, a64, metadata.get("precision") == "bf16") if a.dtype.kind == "f" else None
         if bound is None:
             return "DIFFERS", f"{k}: values differ (this tensor must be equal)"
         d = np.abs(a64 - b64)
@@ -158,3 +177,36 @@ def compare(path, tensors, metadata):
     if worst < 0:
         return "same", ""
     return "close", f"nearest its bound: {worst_name} at {worst:.0%} of it"
+
+
+def emit_fixture(path, tensors, metadata, check):
+    """Write (or with check, compare) one generated fixture. The file is saved to path.tmp and read
+    back; without check it replaces `path` unless the committed file still holds ('same' or
+    'close', compare above: another processor's PyTorch differs in low bits only), which is kept
+    rather than churned. Returns (verdict, detail, blob): verdict 'same', 'close', 'DIFFERS'
+    (check), 'kept' or 'written'; blob is the bytes now at `path` (with check, the new bytes)."""
+    import os
+    tmp = path + ".tmp"
+    save(tmp, tensors, metadata)
+    back, meta_back = load(tmp)
+    assert meta_back == metadata and set(back) == set(tensors), path
+    for k, v in tensors.items():
+        assert np.array_equal(back[k], v.numpy() if hasattr(v, "numpy") else v), k
+    with open(tmp, "rb") as f:
+        blob = f.read()
+    old = None
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            old = f.read()
+    if old == blob:
+        os.remove(tmp)
+        return "same", "", blob
+    verdict, detail = compare(path, tensors, metadata) if old is not None else ("DIFFERS", "no such file")
+    if check:
+        os.remove(tmp)
+        return verdict, detail, blob
+    if verdict in ("same", "close"):
+        os.remove(tmp)
+        return "kept", detail, old
+    os.replace(tmp, path)
+    return "written", "", blob

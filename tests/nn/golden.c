@@ -27,12 +27,11 @@ float gf_golden_scalar(const gf_tensor *t) {
     return v;
 }
 
-static float ref_scalar(const gf_safetensors_file *f, const char *name, int64_t i) {
-    return ((const float *)gf_safetensors_find(f, name)->data)[i];
-}
+const gf_golden_tol gf_golden_fp32_tol = {.logit_abs = 3e-5, .logit_rel = 1e-5, .loss = 1e-5, .grad = 1e-4,
+                                           .adamw = 1e-4};
 
 /* worst |Δ| over the logits; the first one out of tolerance is reported */
-static double compare_logits(const gf_tensor *logits, const gf_safetensors_tensor *ref) {
+static double compare_logits(const gf_tensor *logits, const gf_safetensors_tensor *ref, const gf_golden_tol *tol) {
     const float *r = ref->data;
     double worst = 0;
     GF_CHECK(gf_tensor_numel(logits) == ref->numel, "%lld logits, reference %lld", (long long)gf_tensor_numel(logits),
@@ -43,8 +42,8 @@ static double compare_logits(const gf_tensor *logits, const gf_safetensors_tenso
     for (int64_t i = 0; i < ref->numel; i++) {
         double d = fabs((double)got[i] - r[i]);
         worst = fmax(worst, d);
-        if (d > 3e-5 + 1e-5 * fabs(r[i])) {
-            GF_CHECK_NEAR(got[i], r[i], 3e-5, 1e-5);
+        if (d > tol->logit_abs + tol->logit_rel * fabs(r[i])) {
+            GF_CHECK_NEAR(got[i], r[i], tol->logit_abs, tol->logit_rel);
             break;
         }
     }
@@ -53,9 +52,10 @@ static double compare_logits(const gf_tensor *logits, const gf_safetensors_tenso
 }
 
 /* worst max|Δ| / max|ref| over the parameter gradients */
-static double compare_grads(const char *variant, const gf_safetensors_file *f, gf_params *p) {
+static double compare_grads(const char *variant, const gf_safetensors_file *f, gf_params *p, const char *prefix,
+                            const gf_golden_tol *tol) {
     float *ref = malloc((size_t)p->n * sizeof(float)), *grad = malloc((size_t)p->n * sizeof(float));
-    GF_CHECK_OK(gf_safetensors_load_params_into(f, p, "grad.", ref));
+    GF_CHECK_OK(gf_safetensors_load_params_into(f, p, prefix, ref));
     GF_CHECK_OK(gf_params_get(p, GF_PP_GRAD, grad)); /* the block's gradients, from either device */
     double worst = 0;
     for (int64_t i = 0; ref && grad && i < p->n_items; i++) {
@@ -65,7 +65,8 @@ static double compare_grads(const char *variant, const gf_safetensors_file *f, g
         double mx = 0, md = 0;
         for (int64_t j = 0; j < n; j++) { mx = fmax(mx, fabs(r[j])); md = fmax(md, fabs((double)g[j] - r[j])); }
         worst = fmax(worst, md / (mx + 1e-7));
-        GF_CHECK(md <= 1e-4 * mx + 1e-7, "%s: grad %s max |diff| %.3g vs max |ref| %.3g", variant, q->name, md, mx);
+        GF_CHECK(md <= tol->grad * mx + 1e-7, "%s: %s%s max |diff| %.3g vs max |ref| %.3g", variant, prefix, q->name,
+                 md, mx);
     }
     free(ref);
     free(grad);
@@ -75,7 +76,7 @@ static double compare_grads(const char *variant, const gf_safetensors_file *f, g
 /* AdamW steps on the same batch: zero_grad, backward, clip, AdamW with the fixture's settings
  * (weight decay on everything); worst relative error of the losses and gradient norms */
 static double compare_adamw(const gf_golden_model *m, void *self, const gf_safetensors_file *f, gf_params *p,
-                            gf_ctx *ctx) {
+                            gf_ctx *ctx, const gf_golden_tol *tol) {
     const gf_safetensors_tensor *al = gf_safetensors_find(f, "adamw.losses"), *an = gf_safetensors_find(f, "adamw.gnorm");
     GF_CHECK(al && an, "adamw tensors");
     if (!al || !an) return NAN;
@@ -108,8 +109,8 @@ static double compare_adamw(const gf_golden_model *m, void *self, const gf_safet
         double gn = gf_clip_grad_norm(p, gf_golden_meta_f(f, "clip_max_norm"));
         double rl = ((const float *)al->data)[s], rn = ((const float *)an->data)[s], got = gf_golden_scalar(l);
         worst = fmax(worst, fmax(fabs(got - rl) / fabs(rl), fabs(gn - rn) / fabs(rn)));
-        GF_CHECK_NEAR(got, rl, 0, 1e-4);
-        GF_CHECK_NEAR(gn, rn, 0, 1e-4);
+        GF_CHECK_NEAR(got, rl, 0, tol->adamw);
+        GF_CHECK_NEAR(gn, rn, 0, tol->adamw);
         gf_adamw_step(p, &st, &oc, gf_golden_meta_f(f, "adamw_lr"));
     }
     return worst;
@@ -119,21 +120,29 @@ void gf_golden_run(const char *variant, const gf_golden_model *m, void *self) {
     gf_golden_run_on(variant, m, self, GF_DEV_CPU);
 }
 
-void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", gf_test_source_root(), variant);
+/* the fixture's weights into a model on `dev` in `prec`; compare one forward/backward with the
+ * references named `prefix`out.logits, `prefix`out.loss, `prefix`grad.*, then (tol_adamw non-NULL)
+ * the AdamW steps */
+static void run(const char *file, const gf_golden_model *m, void *self, gf_device dev, gf_precision prec,
+                const char *prefix, const gf_golden_tol *tol, const gf_golden_tol *tol_adamw) {
+    char path[1024], name[128];
+    snprintf(path, sizeof path, "%s/tests/fixtures/golden/%s.safetensors", gf_test_source_root(), file);
     gf_safetensors_file *f = NULL;
     GF_REQUIRE_OK(gf_safetensors_read(path, &f));
     gf_params *p = m->open(self, f);
     if (!p) { gf_safetensors_free(f); return; }
-    GF_CHECK(p->n == gf_golden_meta_i(f, "n_params"), "%s: %lld params, reference %lld", variant, (long long)p->n,
+    GF_CHECK(p->n == gf_golden_meta_i(f, "n_params"), "%s: %lld params, reference %lld", file, (long long)p->n,
              (long long)gf_golden_meta_i(f, "n_params"));
-    const gf_safetensors_tensor *lg = gf_safetensors_find(f, "out.logits"), *ls = gf_safetensors_find(f, "out.loss");
+    snprintf(name, sizeof name, "%sout.logits", prefix);
+    const gf_safetensors_tensor *lg = gf_safetensors_find(f, name);
+    snprintf(name, sizeof name, "%sout.loss", prefix);
+    const gf_safetensors_tensor *ls = gf_safetensors_find(f, name);
     gf_status st = gf_safetensors_load_params(f, p, "");
     GF_CHECK_OK(st);
-    GF_CHECK(lg && ls, "fixture tensors");
+    GF_CHECK(lg && ls, "fixture tensors %sout.logits, %sout.loss", prefix, prefix);
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = prec;
     if (!st && dev != GF_DEV_CPU) { /* the weights loaded on the host, then moved: the trainer's way */
         st = gf_params_to_device(p, dev);
         if (!st) st = gf_ctx_use_cuda(&ctx, 0);
@@ -144,20 +153,33 @@ void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self,
         const gf_tensor *logits = NULL;
         gf_tensor *loss = m->forward(self, &ctx, f, &logits);
         GF_CHECK(!loss || !logits || (loss->device == dev && logits->device == dev), "%s: loss on %s, logits on %s",
-                 variant, gf_device_name(loss->device), gf_device_name(logits->device));
+                 file, gf_device_name(loss->device), gf_device_name(logits->device));
         if (loss && logits) {
             gf_tape_backward(&ctx, loss);
-            double worst_logit = compare_logits(logits, lg);
-            double ref_loss = ref_scalar(f, "out.loss", 0), got_loss = gf_golden_scalar(loss);
-            GF_CHECK_NEAR(got_loss, ref_loss, 0, 1e-5);
-            double worst_grad = compare_grads(variant, f, p);
-            double worst_step = compare_adamw(m, self, f, p, &ctx);
-            printf("    %-28s %s max|Δlogit| %.2e  Δloss/loss %.2e  max grad err/max|g| %.2e  adamw rel %.2e\n",
-                   variant, gf_device_name(dev), worst_logit, fabs(got_loss - ref_loss) / ref_loss, worst_grad,
-                   worst_step);
+            double worst_logit = compare_logits(logits, lg, tol);
+            double ref_loss = ((const float *)ls->data)[0], got_loss = gf_golden_scalar(loss);
+            GF_CHECK_NEAR(got_loss, ref_loss, 0, tol->loss);
+            snprintf(name, sizeof name, "%sgrad.", prefix);
+            double worst_grad = compare_grads(file, f, p, name, tol);
+            double worst_step = tol_adamw ? compare_adamw(m, self, f, p, &ctx, tol_adamw) : NAN;
+            printf("    %-28s %s%s%s max|Δlogit| %.2e  Δloss/loss %.2e  max grad err/max|g| %.2e  adamw rel %.2e\n",
+                   file, gf_device_name(dev), prec ? " bf16 vs " : "", prec ? (*prefix ? "autocast" : "exact") : "",
+                   worst_logit, fabs(got_loss - ref_loss) / ref_loss, worst_grad, worst_step);
         }
     }
     gf_ctx_free(&ctx);
     m->close(self);
     gf_safetensors_free(f);
+}
+
+void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev) {
+    run(variant, m, self, dev, GF_PREC_FP32, "", &gf_golden_fp32_tol, &gf_golden_fp32_tol);
+}
+
+void gf_golden_run_bf16(const char *variant, const gf_golden_model *m, void *self, gf_device dev,
+                        const gf_golden_tol *exact, const gf_golden_tol *autocast) {
+    char file[128];
+    snprintf(file, sizeof file, "%s.bf16", variant);
+    run(file, m, self, dev, GF_PREC_BF16, "", exact, exact);
+    run(file, m, self, dev, GF_PREC_BF16, "autocast.", autocast, NULL);
 }

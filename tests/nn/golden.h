@@ -4,7 +4,8 @@
  * A fixture tests/fixtures/golden/<variant>.safetensors holds weights, one batch, the logits,
  * the loss, every parameter gradient, and the losses / pre-clip gradient norms of AdamW steps.
  * The runner loads the weights into the model the hooks build, runs the batch (dropout off) on the
- * CPU or, for suite cuda, the GPU, and compares, with these tolerances (float32 throughout):
+ * CPU or, for suite cuda, the GPU, and compares, with these tolerances (float32 throughout; the
+ * bf16 fixtures' are test_golden.c's):
  *   logits  |Δ| <= 3e-5 + 1e-5 |ref|       loss   relative 1e-5
  *   grads   |Δ| <= 1e-4 * max|ref| of that tensor (+1e-7)
  *   AdamW   losses and grad norms relative 1e-4 over the steps
@@ -36,6 +37,21 @@ void gf_golden_run(const char *variant, const gf_golden_model *m, void *self);
 /* The same with the parameter block and the step on device `dev` (GF_DEV_CUDA: suite cuda runs
  * every fixture through the CUDA path, with the same tolerances). */
 void gf_golden_run_on(const char *variant, const gf_golden_model *m, void *self, gf_device dev);
+
+/* The comparison's tolerances (the fp32 ones above: gf_golden_fp32_tol). */
+typedef struct gf_golden_tol {
+    double logit_abs, logit_rel; /* |Δ| <= abs + rel |ref| per logit */
+    double loss;                 /* relative */
+    double grad;                 /* max|Δ| <= grad · max|ref| per parameter tensor */
+    double adamw;                /* relative, per step's loss and gradient norm */
+} gf_golden_tol;
+extern const gf_golden_tol gf_golden_fp32_tol;
+
+/* [run] precision = bf16: fixture `<variant>.bf16` on device `dev` in bf16; out.* / grad.* /
+ * adamw.* (PyTorch computing as gflow does in bf16) within `exact`, and autocast.out.* /
+ * autocast.grad.* (torch.autocast(bfloat16)) within `autocast`. */
+void gf_golden_run_bf16(const char *variant, const gf_golden_model *m, void *self, gf_device dev,
+                        const gf_golden_tol *exact, const gf_golden_tol *autocast);
 
 /* t's first element, whatever its device */
 float gf_golden_scalar(const gf_tensor *t);
