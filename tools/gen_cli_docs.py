@@ -100,7 +100,7 @@ def add_opt(opts, name, val):
 
 
 def value_kind(val):
-    """'' for a flag, 'choice:a b' for a|b, 'file:GLOB', 'dir', or 'word' (nothing offered)."""
+    """'' for a flag, 'choice:a b' for a|b, a file_kind, or 'word' (a number or text: nothing offered)."""
     if val is None:
         return ''
     if '|' in val and all(re.match(r'^[a-z0-9]+$', a) for a in val.split('|')):
@@ -110,15 +110,15 @@ def value_kind(val):
 
 
 def file_kind(ph):
-    """what a positional or option placeholder names: 'ini', 'ckpt', 'dir', 'any' or ''."""
+    """What a positional or option placeholder names: 'ini', 'ckpt', 'dir', 'any' (file) or ''."""
     ph = ph.strip('[]().,')
-    if ph in ('RECIPE', 'FILE') or ph.endswith('.ini'):
-        return 'ini' if ph != 'FILE' else 'any'
+    if ph == 'RECIPE' or ph.endswith('.ini'):
+        return 'ini'
     if ph == 'CHECKPOINT':
         return 'ckpt'
     if ph.endswith('DIR') or ph == 'DEST':
         return 'dir'
-    if re.match(r'^[A-Z]+\.[a-z]+$', ph) or ph.endswith('.png'):
+    if ph == 'FILE' or re.match(r'^[A-Z]+\.[a-z]+$', ph):   # FILE, FILE.png, OUT.safetensors
         return 'any'
     return ''
 
