@@ -6,7 +6,7 @@
 # into the XDG data directory; the manual page gflow(1) renders and names every command; the bash
 # completion, sourced in bash, completes commands, options, option values and recipe files; and two
 # release builds of the tree in other build dirs give the same gflow bytes
-# (tests/tools/test_reproducible.sh, ~1 min; GF_SKIP_REPRO=1 skips it). Prints one line per check and,
+# (tests/tools/test_reproducible.sh, 1-2 min; GF_SKIP_REPRO=1 skips it). Prints one line per check and,
 # last, "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 # off), set up in build dirs at different depths outside the source tree, must give byte-identical
 # `gflow` binaries, and the binary must name its sources as the source tree does
 # (src/core/arena.c), never by a path through the build dir (../src/..., ../../<checkout>/src/...).
-# Builds only the gflow target, twice: ~50 s on 2 busy cores. Suite 'repro' (meson test -C build
+# Builds only the gflow target, twice: 50-100 s on 2 busy cores (measured). Suite 'repro' (meson test -C build
 # --suite repro), outside tools/test.sh, whose suites CI runs twice (plain and ASan builds); CI runs
 # it once, from tools/install_check.sh.
 set -euo pipefail
