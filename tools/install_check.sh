@@ -3,7 +3,11 @@
 # DESTDIR and run the installed gflow from an empty directory with an empty HOME: --version, no
 # path into the source tree compiled in, share/gflow found beside the executable, `info` on the
 # installed quickstart recipe, `selftest`, and `data fetch` (from $GFLOW_DATA_MIRROR, when set)
-# into the XDG data directory. Prints one line per check and, last, "N passed, M failed".
+# into the XDG data directory; the manual page gflow(1) renders and names every command; the bash
+# completion, sourced in bash, completes commands, options, option values and recipe files; and two
+# release builds of the tree in other build dirs give the same gflow bytes
+# (tests/tools/test_reproducible.sh, 1-2 min; GF_SKIP_REPRO=1 skips it). Prints one line per check and,
+# last, "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -33,5 +37,33 @@ if [ -n "${GFLOW_DATA_MIRROR:-}" ] && [ -d "$GFLOW_DATA_MIRROR/wikitext-2" ]; th
 else
   echo "SKIP  install/data_fetch_to_xdg: no \$GFLOW_DATA_MIRROR with wikitext-2"
 fi
+man1=$(find "$dest" -path '*/man1/gflow.1' -type f | head -1)
+completion=$(find "$dest" -path '*/bash-completion/completions/gflow' -type f | head -1)
+check man_page_installed test -n "$man1"
+# rendered (man -l, else groff), it holds a section for every command `gflow --help` lists
+render_man() { if command -v man >/dev/null; then MANWIDTH=100 man -l "$1"; else groff -man -Tutf8 "$1"; fi; }
+check man_page_names_every_command bash -c '
+  page=$('"$(declare -f render_man)"'; render_man "$1" 2>&1) && [ -n "$page" ] || exit 1
+  n=0
+  while read -r c; do
+    grep -q "gflow $c" <<< "$page" || { echo "no command $c in the man page"; exit 1; }; n=$((n + 1))
+  done < <("$0" --help | awk "/^commands:/ {on = 1; next} on && /^  [a-z]/ {print \$1} on && /^$/ {exit}")
+  [ "$n" -gt 0 ]' "$gflow" "$man1"
+check completion_installed test -n "$completion"
+# complete WORD...: what the completion offers for the last WORD (plain bash, as bash-completion calls it)
+complete_words() {
+  bash -c 'source "$0" && complete -p gflow >/dev/null && COMP_WORDS=("$@") && COMP_CWORD=$(($# - 1)) &&
+           { _gflow; printf "%s\n" "${COMPREPLY[@]}"; }' "$completion" "$@"
+}
+export -f complete_words; export completion
+check completion_command bash -c '[ "$(complete_words gflow tr)" = train ]'
+check completion_options bash -c 'complete_words gflow eval --c | grep -qx -- --ckpt &&
+  complete_words gflow train -- | grep -qx -- --resume && complete_words gflow probe --w | grep -qx -- --windows'
+check completion_option_values bash -c '[ "$(complete_words gflow eval run --ckpt "" | sort | tr "\n" " ")" = "best last " ]'
+check completion_words bash -c 'complete_words gflow data "" | grep -qx fetch && complete_words gflow data fetch s | grep -qx snli &&
+  complete_words gflow probe c | grep -qx curvature'
+check completion_recipe_files bash -c 'complete_words gflow train "$0/recipes/quick" | grep -qx "$0/recipes/quickstart.ini" &&
+  ! complete_words gflow train "$0/datasets/" | grep -q fetch.sh' "$share"
+[ -n "${GF_SKIP_REPRO:-}" ] || check reproducible_build bash "$src/tests/tools/test_reproducible.sh" "$src"
 echo "$p passed, $f failed"
 [ "$f" = 0 ]

@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 
-# Runtime/build packages, and the PyTorch reference used by golden fixtures and benchmarks.
+# Runtime/build packages, the PyTorch reference used by golden fixtures and benchmarks, and for
+# tools/install_check.sh: bash-completion (its completionsdir) and groff-base (renders gflow(1)).
 pkgs=(meson ninja-build pkg-config gcc g++ libopenblas-dev libsentencepiece-dev sentencepiece
-      libcsv-dev libinih-dev libssl-dev libcjson-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch)
+      libcsv-dev libinih-dev libssl-dev libcjson-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch
+      bash-completion groff-base)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -25,7 +25,8 @@ static struct {
     char noted_msg[1024];
 } rt;
 
-/* "../src/ops/cuda/x.cu" (a path from the build directory) -> "src/ops/cuda/x.cu" */
+/* "../src/ops/cuda/x.cu" (a path from the build directory) -> "src/ops/cuda/x.cu": meson.build's
+ * -fmacro-prefix-map already makes __FILE__ the latter; this keeps other compilers' messages short */
 static const char *short_path(const char *file) {
     while (!strncmp(file, "../", 3)) file += 3;
     return file;
