@@ -175,12 +175,13 @@ static FILE *pca_script(char **buf, size_t *len, const char *size) {
     return g;
 }
 
-/* draw probe-<stem>.png of dir from the script in g (closed and freed here) */
-static gf_status pca_draw(const char *dir, const char *stem, FILE *g, char *buf) {
+/* draw probe-<stem>.png of dir from the script in g (closed here: then *buf holds it; freed) */
+static gf_status pca_draw(const char *dir, const char *stem, FILE *g, char **buf) {
     char png[1200];
     gf_probe_path(dir, stem, "png", png, sizeof png);
-    gf_status st = fclose(g) != 0 ? gf_error_set(GF_E_NOMEM, "plot script") : gf_probe_gnuplot(buf, png);
-    free(buf);
+    gf_status st = fclose(g) != 0 ? gf_error_set(GF_E_NOMEM, "plot script") : gf_probe_gnuplot(*buf, png);
+    free(*buf);
+    *buf = NULL;
     return st;
 }
 
@@ -236,7 +237,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
         fprintf(g, "\nset title 'mixing branch (Grassmann mix / attention)'\n"
                    "plot $mix using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\n"
                    "set title 'FFN branch'\nplot $ffn using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\nunset multiplot\n");
-        st = pca_draw(dir, "pca", g, buf);
+        st = pca_draw(dir, "pca", g, &buf);
     }
     if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
     if (!st) {
@@ -245,7 +246,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
         gf_probe_title(g, nm, ": joint PCA, 3-D");
         fprintf(g, "\nsplot $mix using 2:3:4:1 with points pt 6 ps 0.5 lc palette title 'mix', "
                    "$ffn using 2:3:4:1 with points pt 8 ps 0.5 lc palette title 'ffn'\n");
-        st = pca_draw(dir, "pca-3d", g, buf);
+        st = pca_draw(dir, "pca-3d", g, &buf);
     }
     if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
     if (!st) {
@@ -253,7 +254,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
                    "set xyplane 0\nset title ", data);
         gf_probe_title(g, nm, ": learned position table, first three principal components");
         fprintf(g, "\nsplot $pos using 2:3:4:1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n");
-        st = pca_draw(dir, "pca-pos", g, buf);
+        st = pca_draw(dir, "pca-pos", g, &buf);
     }
     if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
     if (!st) {
@@ -265,7 +266,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
             fprintf(g, "%s$norm using 1:%d with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", l + 2,
                     n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
         fprintf(g, "\n");
-        st = pca_draw(dir, "pca-norm", g, buf);
+        st = pca_draw(dir, "pca-norm", g, &buf);
     }
     free(data);
     return st;
