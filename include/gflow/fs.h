@@ -71,6 +71,9 @@ typedef struct gf_atomic_file {
 } gf_atomic_file;
 
 gf_status gf_atomic_open(gf_atomic_file *af, const char *path);
+/* The same with the tmp file "<path>.tmp<pid>", for outputs that several processes may write at
+ * once (shared caches): each writes its own tmp file and the last rename wins. */
+gf_status gf_atomic_open_private(gf_atomic_file *af, const char *path);
 FILE *gf_atomic_stdio(gf_atomic_file *af);
 gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n);
 gf_status gf_atomic_commit(gf_atomic_file *af);

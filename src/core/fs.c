@@ -81,13 +81,14 @@ gf_status gf_output_regular(const char *path) {
     return GF_OK;
 }
 
-gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
+/* the writers below, with the tmp file "<path><suffix>" */
+static gf_status atomic_open_as(gf_atomic_file *af, const char *path, const char *suffix) {
     memset(af, 0, sizeof *af);
     af->fd = -1;
     GF_TRY(gf_output_regular(path));
-    size_t len = strlen(path);
+    size_t len = strlen(path), cap = len + strlen(suffix) + 1;
     af->path = malloc(len + 1);
-    af->tmp = malloc(len + 5);
+    af->tmp = malloc(cap);
     if (!af->path || !af->tmp) {
         free(af->path);
         free(af->tmp);
@@ -95,7 +96,7 @@ gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
         return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
     }
     memcpy(af->path, path, len + 1);
-    snprintf(af->tmp, len + 5, "%s.tmp", path);
+    snprintf(af->tmp, cap, "%s%s", path, suffix);
     /* Whatever sits at the tmp name (debris of a kill, or a planted symlink) is unlinked, never
      * opened: O_EXCL|O_NOFOLLOW creates a new file or fails, so no write goes through a link. */
     int e = 0;
@@ -113,6 +114,14 @@ gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
         return s;
     }
     return GF_OK;
+}
+
+gf_status gf_atomic_open(gf_atomic_file *af, const char *path) { return atomic_open_as(af, path, ".tmp"); }
+
+gf_status gf_atomic_open_private(gf_atomic_file *af, const char *path) {
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".tmp%ld", (long)getpid());
+    return atomic_open_as(af, path, suffix);
 }
 
 FILE *gf_atomic_stdio(gf_atomic_file *af) {

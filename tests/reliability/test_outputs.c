@@ -87,6 +87,16 @@ GF_TEST(unit, rel_atomic_tmp_link_not_followed) {
     GF_CHECK(has_text(victim, "victim\n"), "the link's target was written");
     GF_CHECK(!is_link(out) && has_text(out, "new bytes\n"), "out is not a regular file with the new bytes");
     GF_CHECK(access(tmp, F_OK) != 0 && !is_link(tmp), "the tmp name is still there");
+    /* the private form (token caches): "<out>.tmp<pid>" */
+    char ptmp[640];
+    snprintf(ptmp, sizeof ptmp, "%s.tmp%ld", out, (long)getpid());
+    unlink(ptmp);
+    GF_REQUIRE(symlink(victim, ptmp) == 0, "symlink");
+    GF_REQUIRE_OK(gf_atomic_open_private(&af, out));
+    GF_REQUIRE_OK(gf_atomic_write(&af, "cache\n", 6));
+    GF_REQUIRE_OK(gf_atomic_commit(&af));
+    GF_CHECK(has_text(victim, "victim\n") && has_text(out, "cache\n") && access(ptmp, F_OK) != 0 && !is_link(ptmp),
+             "the private tmp went through the link");
     /* a checkpoint the same way: last.ckpt.tmp pointing at the victim */
     char ck[600], cktmp[620];
     out_path(ck, sizeof ck, "last.ckpt");
