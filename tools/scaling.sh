@@ -49,19 +49,22 @@ echo "# load after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$tsv"
 cross=$(awk '!/^#/ && $1 ~ /^[0-9]+$/ { if ($3 > $5) { if (c == "") c = $1 } else c = "" } END { print c }' "$tsv")
 echo "# crossover: GrassmannLM faster than TransformerLM from L = ${cross:-none of the lengths measured}" | tee -a "$tsv"
 if command -v gnuplot >/dev/null; then
-  gnuplot <<GP
+  . tools/gnuplot_lib.sh # (the script runs from the source root)
+  # the table inline and the title quoted: --out and the numbers given reach gnuplot as text only
+  data=$(grep -v '^#' "$tsv" | gp_block s)
+  title=$(gp_quote "gflow, $threads threads, V = $vocab, $tokens tokens/step")
+  xlabel=$(gp_quote "sequence length L (B = $tokens / L)")
+  gp_png "$out/scaling.png" <<GP && echo "plot: $out/scaling.png"
 set terminal pngcairo size 900,420 font ",10"
-set output "$out/scaling.png"
-set datafile commentschars "#"
+$data
 set key top right
 set logscale x 2
-set xlabel "sequence length L (B = $tokens / L)"
-set multiplot layout 1,2 title "gflow, $threads threads, V = $vocab, $tokens tokens/step"
+set xlabel $xlabel
+set multiplot layout 1,2 title $title
 set ylabel "training tokens/s"
-plot "$tsv" using 1:3 with linespoints title "GrassmannLM", "" using 1:5 with linespoints title "TransformerLM"
+plot \$s using 1:3 with linespoints title "GrassmannLM", \$s using 1:5 with linespoints title "TransformerLM"
 set ylabel "peak RSS (MB)"
-plot "$tsv" using 1:4 with linespoints title "GrassmannLM", "" using 1:6 with linespoints title "TransformerLM"
+plot \$s using 1:4 with linespoints title "GrassmannLM", \$s using 1:6 with linespoints title "TransformerLM"
 unset multiplot
 GP
-  echo "plot: $out/scaling.png"
 fi

@@ -6,6 +6,7 @@
 #include "gflow/error.h"
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* mkdir -p: create dir and its missing parents (existing ones are fine). */
 gf_status gf_mkdir_p(const char *dir);
@@ -23,7 +24,8 @@ void gf_dir_unlock(int *fd);
 /* Before a command writes `out`: GF_E_INVALID ("OUT would overwrite ...") when it is one of the
  * n inputs (the same file: device and inode, so ./x, x and symlinks count), or one of a run
  * directory's own files (last.ckpt, best.ckpt, metrics.tsv, recipe.ini, summary.tsv, speed.tsv
- * in a directory holding recipe.ini or last.ckpt), however spelled. */
+ * in a directory holding recipe.ini or last.ckpt), however spelled; or when it exists and is
+ * not a regular file (gf_output_regular). */
 gf_status gf_output_check(const char *out, const char *const *inputs, int n);
 
 /* Where gflow finds its shared files and keeps its data (src/core/paths.c). Nothing here is a
@@ -49,19 +51,36 @@ gf_status gf_share_dir_for(const char *exe, char *out, size_t cap, int *installe
 void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, size_t cache_cap);
 void gf_data_dirs(char *data, size_t data_cap, char *cache, size_t cache_cap);
 
-/* Atomic file writer (checkpoints, safetensors, reports): bytes go to "<path>.tmp";
- * commit fsyncs, renames over path and fsyncs the directory; abort closes and unlinks the
- * tmp file. After a failed write or commit the tmp file is already removed. */
+/* GF_E_INVALID naming path when it exists and is not a regular file (after symlinks): an
+ * output must never replace /dev/null, a device, a directory or a pipe. */
+gf_status gf_output_regular(const char *path);
+
+/* Atomic file writer, the one home of every whole-file output (checkpoints, safetensors,
+ * reports, probe tables, plots): open refuses a path that is not a regular file
+ * (gf_output_regular), removes whatever is at "<path>.tmp" and creates it anew, exclusively
+ * and without following links; commit fsyncs, renames over path and fsyncs the directory;
+ * abort closes and unlinks the tmp file. After a failed write or commit the tmp file is
+ * already removed. gf_atomic_stdio gives a FILE * on the tmp file (NULL when out of memory)
+ * for fprintf writers: commit then checks its errors; use it or gf_atomic_write, not both. */
 typedef struct gf_atomic_file {
     int fd;
+    FILE *f;
     char *path;
     char *tmp;
     uint64_t written;
 } gf_atomic_file;
 
 gf_status gf_atomic_open(gf_atomic_file *af, const char *path);
+/* The same with the tmp file "<path>.tmp<pid>", for outputs that several processes may write at
+ * once (shared caches): each writes its own tmp file and the last rename wins. */
+gf_status gf_atomic_open_private(gf_atomic_file *af, const char *path);
+FILE *gf_atomic_stdio(gf_atomic_file *af);
 gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n);
 gf_status gf_atomic_commit(gf_atomic_file *af);
 void gf_atomic_abort(gf_atomic_file *af);
+/* The stdio form: open + gf_atomic_stdio (message names path); finish commits when st is
+ * GF_OK, else aborts and returns st. */
+gf_status gf_atomic_fopen(gf_atomic_file *af, const char *path, FILE **f);
+gf_status gf_atomic_finish(gf_atomic_file *af, gf_status st);
 
 #endif

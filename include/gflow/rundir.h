@@ -5,6 +5,7 @@
 #define GFLOW_RUNDIR_H
 
 #include "gflow/error.h"
+#include <stdio.h>
 
 #define GF_RUN_SUMMARY_MAX 64 /* key/value pairs kept; summary.tsv holds about 25 */
 
@@ -33,9 +34,17 @@ typedef struct gf_metrics_row {
  * torn lines are skipped); returns 0 when there is no metrics.tsv, else 1. */
 int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
 
-/* Feed `script` to gnuplot, its messages to stdout (discarded when quiet). GF_E_EXTERNAL when it
- * cannot start ("cannot run gnuplot[ for WHAT]: why") or fails ("gnuplot failed[ writing WHAT]
- * (HINT)"); what may be NULL. */
-gf_status gf_gnuplot(const char *script, int quiet, const char *what, const char *hint);
+/* Draw `png` with gnuplot: the script (which must not `set output`: gnuplot's stdout is the
+ * atomic writer's tmp file, gflow/fs.h) goes to gnuplot's stdin, without a shell; its messages
+ * go to stderr (discarded when quiet). png is renamed into place only when gnuplot exits 0 and
+ * the PNG is complete (signature and IEND); otherwise an error names png, which keeps what it
+ * held: GF_E_EXTERNAL when gnuplot cannot start or fails (with HINT), GF_E_IO when the PNG is cut.
+ * A path or a name never goes into the script: data goes in as inline datablocks, titles
+ * through gf_gnuplot_string. */
+gf_status gf_gnuplot(const char *script, int quiet, const char *png, const char *hint);
+
+/* Write s to g as a gnuplot single-quoted string that substitutes nothing (quotes doubled,
+ * control characters as spaces). */
+void gf_gnuplot_string(FILE *g, const char *s);
 
 #endif

@@ -3,6 +3,7 @@
 #include "gflow/fs.h"
 #include "gflow/rundir.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,36 @@ static gf_status check_plot(const char *plot, const char **dirs, int nd) {
     if (!st) st = gf_output_check(plot, ptr, 2 * nd);
     free(in);
     free(ptr);
+    return st;
+}
+
+static void valid_point(const gf_metrics_row *r, void *user) {
+    if (r->n_fields >= 5 && !strcmp(r->split, "valid")) fprintf(user, "%lld %.9g\n", r->step, strtod(r->ppl, NULL));
+}
+
+/* The validation curves, each run's points an inline datablock: neither a run directory nor its
+ * name reaches a shell or a gnuplot command except as a quoted title (gf_gnuplot_string). */
+static gf_status plot_runs(const char *plot, const char **dirs, int nd) {
+    char *script = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&script, &len);
+    if (!g) return gf_error_set(GF_E_NOMEM, "compare: out of memory");
+    fprintf(g, "set terminal pngcairo size 900,560\nset xlabel 'step'\nset ylabel 'validation perplexity'\n"
+               "set logscale y\nset key top right noenhanced\n");
+    for (int i = 0; i < nd; i++) {
+        fprintf(g, "$run%d << EOD\n", i);
+        gf_run_metrics_scan(dirs[i], valid_point, g);
+        fprintf(g, "EOD\n");
+    }
+    fprintf(g, "plot ");
+    for (int i = 0; i < nd; i++) {
+        fprintf(g, "%s$run%d using 1:2 with linespoints title ", i ? ", " : "", i);
+        gf_gnuplot_string(g, dirs[i]);
+    }
+    fprintf(g, "\n");
+    if (fclose(g) != 0) { free(script); return gf_error_set(GF_E_NOMEM, "compare: out of memory"); }
+    gf_status st = gf_gnuplot(script, 0, plot, "is gnuplot-nox installed?");
+    free(script);
     return st;
 }
 
@@ -87,17 +118,8 @@ int gf_cmd_compare(int argc, char **argv) {
                dirs[i], fam ? fam : "?", params ? params : "?", best, be, n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
     }
     if (strcmp(plot, "none") != 0 && rc == GF_EXIT_OK) {
-        char script[8192];
-        int off = snprintf(script, sizeof script,
-                           "set terminal pngcairo size 900,560; set output '%s'; set xlabel 'step'; "
-                           "set ylabel 'validation perplexity'; set logscale y; set key top right; "
-                           "set datafile separator '\\t'; plot ", plot);
-        for (int i = 0; i < nd && off < (int)sizeof script - 512; i++)
-            off += snprintf(script + off, sizeof script - (size_t)off,
-                            "%s\"< awk -F'\\t' '$3==\\\"valid\\\"' %s/metrics.tsv\" using 1:5 with linespoints title '%s'",
-                            i ? ", " : "", dirs[i], dirs[i]);
-        if (off < (int)sizeof script - 1) snprintf(script + off, sizeof script - (size_t)off, "\n");
-        if (gf_gnuplot(script, 0, NULL, "is gnuplot-nox installed?") != GF_OK) {
+        gf_status ps = plot_runs(plot, dirs, nd);
+        if (ps) {
             fprintf(stderr, "gflow compare: %s\n", gf_last_error());
             rc = GF_EXIT_ERROR;
         } else {

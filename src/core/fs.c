@@ -72,12 +72,23 @@ gf_status gf_mkdir_p(const char *dir) {
 
 /* ---------------------------------------------------------------- atomic file writer */
 
-gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
+gf_status gf_output_regular(const char *path) {
+    struct stat st;
+    /* stat, not lstat: a link is replaced by the rename, but a link to a device says the same */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return gf_error_set(GF_E_INVALID, "%s exists and is not a regular file (a device, directory, pipe or "
+                            "socket): refusing to replace it, pick another output path", path);
+    return GF_OK;
+}
+
+/* the writers below, with the tmp file "<path><suffix>" */
+static gf_status atomic_open_as(gf_atomic_file *af, const char *path, const char *suffix) {
     memset(af, 0, sizeof *af);
     af->fd = -1;
-    size_t len = strlen(path);
+    GF_TRY(gf_output_regular(path));
+    size_t len = strlen(path), cap = len + strlen(suffix) + 1;
     af->path = malloc(len + 1);
-    af->tmp = malloc(len + 5);
+    af->tmp = malloc(cap);
     if (!af->path || !af->tmp) {
         free(af->path);
         free(af->tmp);
@@ -85,10 +96,16 @@ gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
         return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
     }
     memcpy(af->path, path, len + 1);
-    snprintf(af->tmp, len + 5, "%s.tmp", path);
-    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (af->fd < 0) {
-        int e = errno;
+    snprintf(af->tmp, cap, "%s%s", path, suffix);
+    /* Whatever sits at the tmp name (debris of a kill, or a planted symlink) is unlinked, never
+     * opened: O_EXCL|O_NOFOLLOW creates a new file or fails, so no write goes through a link. */
+    int e = 0;
+    if (unlink(af->tmp) != 0 && errno != ENOENT) e = errno;
+    if (!e) {
+        af->fd = open(af->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); /* RDWR: plots are read back */
+        if (af->fd < 0) e = errno;
+    }
+    if (e) {
         gf_status s = gf_error_set(GF_E_IO, "%s: cannot create temporary file %s: %s", path,
                                    af->tmp, strerror(e));
         free(af->path);
@@ -99,8 +116,37 @@ gf_status gf_atomic_open(gf_atomic_file *af, const char *path) {
     return GF_OK;
 }
 
+gf_status gf_atomic_open(gf_atomic_file *af, const char *path) { return atomic_open_as(af, path, ".tmp"); }
+
+gf_status gf_atomic_open_private(gf_atomic_file *af, const char *path) {
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".tmp%ld", (long)getpid());
+    return atomic_open_as(af, path, suffix);
+}
+
+FILE *gf_atomic_stdio(gf_atomic_file *af) {
+    if (!af->f) af->f = fdopen(af->fd, "w");
+    return af->f;
+}
+
+gf_status gf_atomic_fopen(gf_atomic_file *af, const char *path, FILE **f) {
+    GF_TRY(gf_atomic_open(af, path));
+    *f = gf_atomic_stdio(af);
+    if (*f) return GF_OK;
+    gf_atomic_abort(af);
+    return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+}
+
+gf_status gf_atomic_finish(gf_atomic_file *af, gf_status st) {
+    if (!st) return gf_atomic_commit(af);
+    gf_atomic_abort(af);
+    return st;
+}
+
 void gf_atomic_abort(gf_atomic_file *af) {
-    if (af->fd >= 0) close(af->fd);
+    if (af->f) fclose(af->f); /* closes fd too */
+    else if (af->fd >= 0) close(af->fd);
+    af->f = NULL;
     if (af->tmp) unlink(af->tmp);
     free(af->path);
     free(af->tmp);
@@ -110,9 +156,11 @@ void gf_atomic_abort(gf_atomic_file *af) {
 
 /* Set the error from errno and drop the tmp file. */
 static gf_status atomic_fail(gf_atomic_file *af, int e, const char *what) {
+    uint64_t n = af->written;
+    if (af->f && ftello(af->f) > 0) n = (uint64_t)ftello(af->f);
     gf_status s = gf_error_set(GF_E_IO, "%s: %s failed after %llu bytes: %s (nothing written "
                                "to %s; any previous file there is unchanged)",
-                               af->path, what, (unsigned long long)af->written, strerror(e),
+                               af->path, what, (unsigned long long)n, strerror(e),
                                af->path);
     gf_atomic_abort(af);
     return s;
@@ -136,10 +184,16 @@ gf_status gf_atomic_write(gf_atomic_file *af, const void *buf, size_t n) {
 }
 
 gf_status gf_atomic_commit(gf_atomic_file *af) {
+    if (af->f) {
+        errno = 0;
+        if (fflush(af->f) != 0 || ferror(af->f)) return atomic_fail(af, errno ? errno : EIO, "write");
+    }
     if (fsync(af->fd) != 0) return atomic_fail(af, errno, "fsync");
+    FILE *f = af->f;
     int fd = af->fd;
+    af->f = NULL;
     af->fd = -1;
-    if (close(fd) != 0) return atomic_fail(af, errno, "close");
+    if ((f ? fclose(f) : close(fd)) != 0) return atomic_fail(af, errno, "close");
     if (rename(af->tmp, af->path) != 0) return atomic_fail(af, errno, "rename");
     /* make the rename itself durable: fsync the containing directory */
     char *dir = af->tmp; /* reuse: the tmp name is no longer needed */
@@ -177,6 +231,7 @@ static int resolve_out(const char *out, char *full, size_t cap) {
 }
 
 gf_status gf_output_check(const char *out, const char *const *inputs, int n) {
+    GF_TRY(gf_output_regular(out));
     struct stat so, si;
     if (stat(out, &so) == 0)
         for (int i = 0; i < n; i++)

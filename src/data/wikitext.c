@@ -79,20 +79,13 @@ gf_status gf_token_cache_write(const char *path, const char *tok_key, const uint
     memcpy(h.src_sha, src_sha, 32);
     h.count = ids->n;
     gf_sha256_buf(ids->data, (size_t)ids->n * sizeof(int32_t), h.payload_sha);
-    /* write a temporary file and rename, so a crash never leaves half a cache */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gf_error_set(GF_E_IO, "%s: %s", tmp, strerror(errno));
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 &&
-             (ids->n == 0 || fwrite(ids->data, sizeof(int32_t), (size_t)ids->n, f) == (size_t)ids->n);
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return gf_error_set(GF_E_IO, "cannot write token cache %s: %s", path, strerror(e));
-    }
-    return GF_OK;
+    /* a private tmp file and a rename (gflow/fs.h): a crash never leaves half a cache, and runs
+     * filling the same cache at once do not disturb each other */
+    gf_atomic_file af;
+    GF_TRY(gf_atomic_open_private(&af, path));
+    GF_TRY(gf_atomic_write(&af, &h, sizeof h));
+    if (ids->n > 0) GF_TRY(gf_atomic_write(&af, ids->data, (size_t)ids->n * sizeof(int32_t)));
+    return gf_atomic_commit(&af);
 }
 
 gf_status gf_token_cache_read(const char *path, const char *tok_key, const uint8_t expect_src_sha[32],

@@ -38,26 +38,6 @@ void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out
     snprintf(out, cap, "%s/probe-%s.%s", dir, stem, ext);
 }
 
-/* outputs go to "<path>.tmp" and replace path only when complete (gf_probe_fclose) */
-gf_status gf_probe_fopen(const char *path, FILE **f) {
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    *f = fopen(tmp, "w");
-    if (!*f) return gf_error_set(GF_E_IO, "%s: cannot write: %s", tmp, strerror(errno));
-    return GF_OK;
-}
-
-gf_status gf_probe_fclose(FILE *f, const char *path, gf_status st) {
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (!st && bad) st = gf_error_set(GF_E_IO, "%s: write failed: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0) st = gf_error_set(GF_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-    if (st) unlink(tmp);
-    return st;
-}
-
 /* gf_output_check of every probe-<kind>* entry of dir */
 static gf_status check_dir_outputs(const char *kind, const char *dir, const char *pairs_file) {
     DIR *d = opendir(dir);
@@ -80,6 +60,12 @@ gf_status gf_probe_check_outputs(const char *kind, const char *const *dirs, int 
                                  const char *pairs_file) {
     for (int i = 0; i < n; i++) GF_TRY(check_dir_outputs(kind, dirs[i], pairs_file));
     return out_dir ? check_dir_outputs(kind, out_dir, pairs_file) : GF_OK;
+}
+
+void gf_probe_title(FILE *g, const char *name, const char *suffix) {
+    char t[600];
+    snprintf(t, sizeof t, "%s%s", name, suffix);
+    gf_gnuplot_string(g, t);
 }
 
 gf_status gf_probe_gnuplot(const char *script, const char *what) {
@@ -305,7 +291,8 @@ void gf_tsv_datablock(FILE *g, const char *name, const gf_tsv *t, int32_t key_co
     fprintf(g, "$%s << EOD\n", name);
     for (int64_t r = 0; r < t->n_rows; r++) {
         if (key && strcmp(t->rows[r][key_col], key)) continue;
-        for (int i = 0; i < n_cols; i++) fprintf(g, "%s%s", i ? " " : "", t->rows[r][cols[i]]);
+        /* numbers only: a field must not reach gnuplot as text (an "EOD" would end the block) */
+        for (int i = 0; i < n_cols; i++) fprintf(g, "%s%.9g", i ? " " : "", gf_tsv_num(t, r, cols[i]));
         fputc('\n', g);
     }
     fprintf(g, "EOD\n");

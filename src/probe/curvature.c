@@ -164,8 +164,9 @@ static gf_status deflection(gf_probe_run *p, const gf_probe_opts *o, gf_tensor *
     gf_probe_path(p->dir, "curvature-pairs", "tsv", path, sizeof path);
     gf_probe_path(p->dir, "curvature-deflection", "tsv", path2, sizeof path2);
     FILE *f = NULL, *f2 = NULL;
-    if (!st) st = gf_probe_fopen(path, &f);
-    if (!st) st = gf_probe_fopen(path2, &f2);
+    gf_atomic_file f_af, f2_af;
+    if (!st) st = gf_atomic_fopen(&f_af, path, &f);
+    if (!st) st = gf_atomic_fopen(&f2_af, path2, &f2);
     float *ha = malloc((size_t)((N + 1) * D) * sizeof(float)), *hb = malloc((size_t)((N + 1) * D) * sizeof(float)); // (N+1, D)
     float *sa = malloc((size_t)D * sizeof(float)), *sb = malloc((size_t)D * sizeof(float));
     double *dsum = calloc((size_t)(N + 1), sizeof(double)), *asum = calloc((size_t)N, sizeof(double));
@@ -231,8 +232,8 @@ static gf_status deflection(gf_probe_run *p, const gf_probe_opts *o, gf_tensor *
             fprintf(f2, "%lld\t%lld\t%.6f\t%.3f\n", (long long)l, (long long)used, used ? dsum[l] / (double)used : NAN,
                     l == 0 || !used ? NAN : asum[l - 1] / (double)used);
     }
-    if (f2) st = gf_probe_fclose(f2, path2, st);
-    if (f) st = gf_probe_fclose(f, path, st);
+    if (f2) st = gf_atomic_finish(&f2_af, st);
+    if (f) st = gf_atomic_finish(&f_af, st);
     if (!st && o->log)
         fprintf(stderr, "probe: contextual edits: %lld prompt pairs used, %lld skipped -> %s\n", (long long)used,
                 (long long)skipped, path);
@@ -281,7 +282,8 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
     char path[1200];
     gf_probe_path(run_dir, "curvature", "tsv", path, sizeof path);
     FILE *f = NULL;
-    if (!st) st = gf_probe_fopen(path, &f);
+    gf_atomic_file f_af;
+    if (!st) st = gf_atomic_fopen(&f_af, path, &f);
     if (!st) {
         /* layer l = the hidden state h_l where the path turns (between block l and block l+1) */
         fprintf(f, "layer\tseries\tn\tmean\tmedian\tq1\tq3\tstep_in_norm\n");
@@ -296,7 +298,7 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
                     fprintf(stderr, "probe: turn at h%lld: median %.1f deg (IQR %.1f-%.1f) over %lld tokens\n", (long long)(l + 1),
                             d.median, d.q1, d.q3, (long long)d.n);
             }
-        st = gf_probe_fclose(f, path, st);
+        st = gf_atomic_finish(&f_af, st);
     }
     if (!st) st = deflection(&p, o, hid);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);
@@ -322,7 +324,7 @@ gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const cha
     if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
     gf_status st = GF_OK;
     static const char *col[2] = {"#1f77b4", "#d62728"};
-    fprintf(g, "set terminal pngcairo size 1200,600\nset output '%s'\nset grid\nset style fill transparent solid 0.25 noborder\n", png);
+    fprintf(g, "set terminal pngcairo size 1200,600\nset grid\nset style fill transparent solid 0.25 noborder\n");
     for (int r = 0; r < n_dirs && !st; r++) {
         char path[1200];
         gf_tsv t, t2;
@@ -357,17 +359,20 @@ gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const cha
         for (int r = 0; r < n_dirs; r++) {
             char nm[300];
             gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$r%d using 1:3:4 with filledcurves lc rgb '%s' title '%s: random directions', "
-                       "$s%d using 1:3:4 with filledcurves lc rgb '%s' fs pattern 4 title '%s: layers shuffled', "
-                       "$m%d using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '%s' title '%s: model'",
-                    r ? ", " : "", r, col[r], nm, r, col[r], nm, r, col[r], nm);
+            fprintf(g, "%s$r%d using 1:3:4 with filledcurves lc rgb '%s' title ", r ? ", " : "", r, col[r]);
+            gf_probe_title(g, nm, ": random directions");
+            fprintf(g, ", $s%d using 1:3:4 with filledcurves lc rgb '%s' fs pattern 4 title ", r, col[r]);
+            gf_probe_title(g, nm, ": layers shuffled");
+            fprintf(g, ", $m%d using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '%s' title ", r, col[r]);
+            gf_probe_title(g, nm, ": model");
         }
         fprintf(g, "\nset xlabel 'layer (0 = embeddings)'\nset ylabel 'relative distance |h^A - h^B| / |h|'\n"
                    "set key outside bottom center font ',9'\nset title 'contextual edit: target token, mean over prompt pairs'\nplot ");
         for (int r = 0; r < n_dirs; r++) {
             char nm[300];
             gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$d%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s' title '%s'", r ? ", " : "", r, col[r], nm);
+            fprintf(g, "%s$d%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s' title ", r ? ", " : "", r, col[r]);
+            gf_probe_title(g, nm, "");
         }
         fprintf(g, "\nunset multiplot\n");
     }

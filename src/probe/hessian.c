@@ -172,7 +172,8 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
     char path[1200];
     gf_probe_path(run_dir, "hessian", "tsv", path, sizeof path);
     FILE *f = NULL;
-    if (!st) st = gf_probe_fopen(path, &f);
+    gf_atomic_file f_af;
+    if (!st) st = gf_atomic_fopen(&f_af, path, &f);
     if (!st) {
         if (o->log)
             fprintf(stderr, "probe: hessian: loss %.4f on %lld windows x %lld tokens; %lld steps of Lanczos, %lld Hutchinson "
@@ -226,7 +227,7 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
         gf_hvp_free(&h);
     }
     if (!st && done == 0) st = gf_error_set(GF_E_INVALID, "--blocks '%s' matches no parameter block (names look like L0.q, L2.ffn, tok_emb)", o->blocks);
-    if (f) st = gf_probe_fclose(f, path, st);
+    if (f) st = gf_atomic_finish(&f_af, st);
     free(bl);
     gf_probe_close(&p);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);
@@ -251,7 +252,7 @@ gf_status gf_probe_hessian_plot(const char *const *dirs, int n_dirs, const char 
     if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
     gf_status st = GF_OK;
     int present[2][16] = {{0}};
-    fprintf(g, "set terminal pngcairo size 1300,640\nset output '%s'\nset grid\n", png);
+    fprintf(g, "set terminal pngcairo size 1300,640\nset grid\n");
     for (int r = 0; r < n_dirs && !st; r++) {
         char path[1200];
         gf_tsv t;
@@ -284,8 +285,11 @@ gf_status gf_probe_hessian_plot(const char *const *dirs, int n_dirs, const char 
                 gf_probe_basename(dirs[r], nm, sizeof nm);
                 for (int k = 0; k < NG; k++) {
                     if (!present[r][k]) continue;
-                    fprintf(g, "%s$g%d_%d using 1:%d with linespoints lw 2 pt %d dt %d lc rgb '%s' title '%s %s'", first ? "" : ", ",
-                            r, k, panel ? 3 : 2, r ? 6 : 7, r ? 2 : 1, gcol[k], nm, groups[k]);
+                    char what[32];
+                    snprintf(what, sizeof what, " %s", groups[k]);
+                    fprintf(g, "%s$g%d_%d using 1:%d with linespoints lw 2 pt %d dt %d lc rgb '%s' title ", first ? "" : ", ",
+                            r, k, panel ? 3 : 2, r ? 6 : 7, r ? 2 : 1, gcol[k]);
+                    gf_probe_title(g, nm, what);
                     first = 0;
                 }
             }

@@ -61,10 +61,11 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
     }
     char path[1200];
     FILE *f = NULL;
+    gf_atomic_file f_af;
     static const char *cname[3] = {"mix", "ffn", "hidden"};
     /* explained-variance table */
     gf_probe_path(run_dir, "pca", "tsv", path, sizeof path);
-    if (!st) st = gf_probe_fopen(path, &f);
+    if (!st) st = gf_atomic_fopen(&f_af, path, &f);
     if (!st) {
         fprintf(f, "layer\tcomponent\tn\ttotal_var\tev1\tev2\tev3\tev_top10\tparticipation_ratio\n");
         if (!(st = gf_pca(emb, T, D, 0, NULL, var, NULL))) spectrum_row(f, 0, "hidden", T, var, D);
@@ -74,11 +75,11 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
         float *pc = malloc((size_t)(3 * D) * sizeof(float)), *pmu = malloc((size_t)D * sizeof(float));
         if (!st && !(st = gf_pca(m->pos_emb->data, m->cfg.max_len, D, 3, pc, var, pmu)))
             spectrum_row(f, -1, "pos_table", m->cfg.max_len, var, D);
-        st = gf_probe_fclose(f, path, st);
+        st = gf_atomic_finish(&f_af, st);
         f = NULL;
         /* the position table in its first three components */
         gf_probe_path(run_dir, "pca-pos", "tsv", path, sizeof path);
-        if (!st) st = gf_probe_fopen(path, &f);
+        if (!st) st = gf_atomic_fopen(&f_af, path, &f);
         if (!st) {
             fprintf(f, "position\tpc1\tpc2\tpc3\n");
             for (int64_t t = 0; t < m->cfg.max_len; t++) {
@@ -88,7 +89,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                     for (int64_t j = 0; j < D; j++) c[k] += ((double)row[j] - pmu[j]) * pc[k * D + j];
                 fprintf(f, "%lld\t%.5f\t%.5f\t%.5f\n", (long long)t, c[0], c[1], c[2]);
             }
-            st = gf_probe_fclose(f, path, st);
+            st = gf_atomic_finish(&f_af, st);
             f = NULL;
         }
         free(pc);
@@ -110,7 +111,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                     memcpy(x + ((l * 2 + c) * P + i) * D, act[l * 3 + c] + pick[i] * D, (size_t)D * sizeof(float));
         st = gf_pca(x, rows, D, 3, pc, var, mu);
         gf_probe_path(run_dir, "pca-points", "tsv", path, sizeof path);
-        if (!st) st = gf_probe_fopen(path, &f);
+        if (!st) st = gf_atomic_fopen(&f_af, path, &f);
         if (!st) {
             double tot = 0;
             for (int64_t j = 0; j < D; j++) tot += var[j];
@@ -128,7 +129,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                             for (int64_t j = 0; j < D; j++) q[k] += ((double)r[j] - mu[j]) * pc[k * D + j];
                         fprintf(f, "%lld\t%s\t%lld\t%.5f\t%.5f\t%.5f\n", (long long)l + 1, cname[c], (long long)pick[i], q[0], q[1], q[2]);
                     }
-            st = gf_probe_fclose(f, path, st);
+            st = gf_atomic_finish(&f_af, st);
             f = NULL;
         }
         free(x); free(pc); free(mu); free(pick);
@@ -136,7 +137,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
     /* norm by position */
     if (!st) {
         gf_probe_path(run_dir, "pca-norm", "tsv", path, sizeof path);
-        if (!(st = gf_probe_fopen(path, &f))) {
+        if (!(st = gf_atomic_fopen(&f_af, path, &f))) {
             fprintf(f, "position");
             for (int64_t l = 0; l <= N; l++) fprintf(f, "\th%lld", (long long)l);
             fprintf(f, "\n");
@@ -145,7 +146,7 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
                 for (int64_t l = 0; l <= N; l++) fprintf(f, "\t%.5f", npos[l * L + t] / (double)p.W);
                 fprintf(f, "\n");
             }
-            st = gf_probe_fclose(f, path, st);
+            st = gf_atomic_finish(&f_af, st);
             if (!st && o->log) {
                 double rest = 0;
                 for (int64_t t = 1; t < L; t++) rest += npos[N * L + t];
@@ -165,52 +166,108 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
     return st;
 }
 
-/* The single-run PCA plots, straight from the TSVs. */
-gf_status gf_probe_pca_plots(const char *dir) {
-    char pts[1200], pos[1200], nrm[1200], png[1200], nm[300];
-    gf_probe_path(dir, "pca-points", "tsv", pts, sizeof pts);
-    gf_probe_path(dir, "pca-pos", "tsv", pos, sizeof pos);
-    gf_probe_path(dir, "pca-norm", "tsv", nrm, sizeof nrm);
-    gf_probe_basename(dir, nm, sizeof nm);
+/* A plot script in a memstream: the shared preamble, then the caller's commands. */
+static FILE *pca_script(char **buf, size_t *len, const char *size) {
+    FILE *g = open_memstream(buf, len);
+    if (g)
+        fprintf(g, "set terminal pngcairo size %s\nset grid\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', "
+                   "3 '#5ec962', 4 '#fde725')\nset cblabel 'layer'\n", size);
+    return g;
+}
+
+/* draw probe-<stem>.png of dir from the script in g (closed here: then *buf holds it; freed) */
+static gf_status pca_draw(const char *dir, const char *stem, FILE *g, char **buf) {
+    char png[1200];
+    gf_probe_path(dir, stem, "png", png, sizeof png);
+    gf_status st = fclose(g) != 0 ? gf_error_set(GF_E_NOMEM, "plot script") : gf_probe_gnuplot(*buf, png);
+    free(*buf);
+    *buf = NULL;
+    return st;
+}
+
+/* $mix and $ffn (layer pc1 pc2 pc3) from probe-pca-points.tsv, $pos (position pc1 pc2 pc3) from
+ * probe-pca-pos.tsv, $norm (position h0..hN) from probe-pca-norm.tsv; *n_h the hidden states */
+static gf_status pca_data(const char *dir, FILE *g, int *n_h) {
+    char path[1200];
     gf_tsv t;
-    GF_TRY(gf_tsv_read(nrm, &t)); /* for the layer count */
-    int n_h = t.n_cols - 1;
+    int32_t c[4], cc;
+    gf_probe_path(dir, "pca-points", "tsv", path, sizeof path);
+    GF_TRY(gf_tsv_read(path, &t));
+    gf_status st = gf_tsv_col(&t, "component", &cc);
+    static const char *const pts[4] = {"layer", "pc1", "pc2", "pc3"};
+    for (int i = 0; i < 4 && !st; i++) st = gf_tsv_col(&t, pts[i], &c[i]);
+    if (!st) gf_tsv_datablock(g, "mix", &t, cc, "mix", c, 4);
+    if (!st) gf_tsv_datablock(g, "ffn", &t, cc, "ffn", c, 4);
     gf_tsv_free(&t);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *g = open_memstream(&buf, &len);
-    if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
-    fprintf(g, "set datafile separator '\\t'\nset grid\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n"
-               "set cblabel 'layer'\n");
-    gf_probe_path(dir, "pca", "png", png, sizeof png);
-    fprintf(g, "set terminal pngcairo size 1400,640\nset output '%s'\nset xlabel 'joint PC1'\nset ylabel 'joint PC2'\n"
-               "set multiplot layout 1,2 title '%s: branch outputs of every layer in one PCA, coloured by layer'\n"
-               "set title 'mixing branch (Grassmann mix / attention)'\n"
-               "plot '%s' using 4:(strcol(2) eq 'mix' ? $5 : NaN):1 skip 1 with points pt 7 ps 0.4 lc palette notitle\n"
-               "set title 'FFN branch'\n"
-               "plot '%s' using 4:(strcol(2) eq 'ffn' ? $5 : NaN):1 skip 1 with points pt 7 ps 0.4 lc palette notitle\n"
-               "unset multiplot\nunset title\n",
-            png, nm, pts, pts);
-    gf_probe_path(dir, "pca-3d", "png", png, sizeof png);
-    fprintf(g, "set terminal pngcairo size 1000,800\nset output '%s'\nset zlabel 'joint PC3'\nset view 60,30\nset xyplane 0\nset title '%s: joint PCA, 3-D'\n"
-               "splot '%s' using 4:5:(strcol(2) eq 'mix' ? $6 : NaN):1 skip 1 with points pt 6 ps 0.5 lc palette title 'mix', "
-               "'' using 4:5:(strcol(2) eq 'ffn' ? $6 : NaN):1 skip 1 with points pt 8 ps 0.5 lc palette title 'ffn'\n",
-            png, nm, pts);
-    gf_probe_path(dir, "pca-pos", "png", png, sizeof png);
-    fprintf(g, "set output '%s'\nset cblabel 'position'\nset xlabel 'PC1'\nset ylabel 'PC2'\nset zlabel 'PC3'\n"
-               "set title '%s: learned position table, first three principal components'\n"
-               "splot '%s' using 2:3:4:1 skip 1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n",
-            png, nm, pos);
-    gf_probe_path(dir, "pca-norm", "png", png, sizeof png);
-    fprintf(g, "set output '%s'\nunset colorbox\nset xlabel 'position in the window'\nset ylabel 'mean |h_l| over windows'\nset logscale y\n"
-               "set key outside right\nset title '%s: hidden-state norm by position'\nplot ",
-            png, nm);
-    for (int l = 0; l < n_h; l++)
-        fprintf(g, "%s'%s' using 1:%d skip 1 with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", nrm, l + 2,
-                n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
-    fprintf(g, "\n");
-    fclose(g);
-    gf_status st = gf_probe_gnuplot(buf, png);
-    free(buf);
+    GF_TRY(st);
+    gf_probe_path(dir, "pca-pos", "tsv", path, sizeof path);
+    GF_TRY(gf_tsv_read(path, &t));
+    static const char *const pos[4] = {"position", "pc1", "pc2", "pc3"};
+    for (int i = 0; i < 4 && !st; i++) st = gf_tsv_col(&t, pos[i], &c[i]);
+    if (!st) gf_tsv_datablock(g, "pos", &t, 0, NULL, c, 4);
+    gf_tsv_free(&t);
+    GF_TRY(st);
+    gf_probe_path(dir, "pca-norm", "tsv", path, sizeof path);
+    GF_TRY(gf_tsv_read(path, &t));
+    int32_t *all = malloc((size_t)t.n_cols * sizeof *all);
+    if (!all) st = gf_error_set(GF_E_NOMEM, "plot data");
+    for (int32_t i = 0; !st && i < t.n_cols; i++) all[i] = i;
+    if (!st) gf_tsv_datablock(g, "norm", &t, 0, NULL, all, (int)t.n_cols);
+    *n_h = (int)t.n_cols - 1;
+    free(all);
+    gf_tsv_free(&t);
+    return st;
+}
+
+/* The four single-run PCA plots, one gnuplot each, the TSVs inline (no path in a script). */
+gf_status gf_probe_pca_plots(const char *dir) {
+    char nm[300], *data = NULL, *buf = NULL;
+    size_t dlen = 0, len = 0;
+    gf_probe_basename(dir, nm, sizeof nm);
+    int n_h = 0;
+    FILE *d = open_memstream(&data, &dlen);
+    if (!d) return gf_error_set(GF_E_NOMEM, "plot data");
+    gf_status st = pca_data(dir, d, &n_h);
+    if (fclose(d) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "plot data");
+    FILE *g = NULL;
+    if (!st && !(g = pca_script(&buf, &len, "1400,640"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) {
+        fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset multiplot layout 1,2 title ", data);
+        gf_probe_title(g, nm, ": branch outputs of every layer in one PCA, coloured by layer");
+        fprintf(g, "\nset title 'mixing branch (Grassmann mix / attention)'\n"
+                   "plot $mix using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\n"
+                   "set title 'FFN branch'\nplot $ffn using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\nunset multiplot\n");
+        st = pca_draw(dir, "pca", g, &buf);
+    }
+    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) {
+        fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset zlabel 'joint PC3'\nset view 60,30\n"
+                   "set xyplane 0\nset title ", data);
+        gf_probe_title(g, nm, ": joint PCA, 3-D");
+        fprintf(g, "\nsplot $mix using 2:3:4:1 with points pt 6 ps 0.5 lc palette title 'mix', "
+                   "$ffn using 2:3:4:1 with points pt 8 ps 0.5 lc palette title 'ffn'\n");
+        st = pca_draw(dir, "pca-3d", g, &buf);
+    }
+    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) {
+        fprintf(g, "%sset cblabel 'position'\nset xlabel 'PC1'\nset ylabel 'PC2'\nset zlabel 'PC3'\nset view 60,30\n"
+                   "set xyplane 0\nset title ", data);
+        gf_probe_title(g, nm, ": learned position table, first three principal components");
+        fprintf(g, "\nsplot $pos using 2:3:4:1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n");
+        st = pca_draw(dir, "pca-pos", g, &buf);
+    }
+    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) {
+        fprintf(g, "%sunset colorbox\nset xlabel 'position in the window'\nset ylabel 'mean |h_l| over windows'\n"
+                   "set logscale y\nset key outside right\nset title ", data);
+        gf_probe_title(g, nm, ": hidden-state norm by position");
+        fprintf(g, "\nplot ");
+        for (int l = 0; l < n_h; l++)
+            fprintf(g, "%s$norm using 1:%d with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", l + 2,
+                    n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
+        fprintf(g, "\n");
+        st = pca_draw(dir, "pca-norm", g, &buf);
+    }
+    free(data);
     return st;
 }

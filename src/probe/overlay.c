@@ -17,7 +17,8 @@ static gf_status join_tables(const char *kind, const char *const *dirs, const ch
         st = gf_error_set(GF_E_PARSE, "%s and %s have different columns (re-run the probe on both with the same options)",
                           t[0].path, t[1].path);
     FILE *f = NULL;
-    if (!st) st = gf_probe_fopen(out, &f);
+    gf_atomic_file f_af;
+    if (!st) st = gf_atomic_fopen(&f_af, out, &f);
     if (!st) {
         fprintf(f, "run");
         for (int32_t c = 0; c < t[0].n_cols; c++) fprintf(f, "\t%s", t[0].head[c]);
@@ -31,7 +32,7 @@ static gf_status join_tables(const char *kind, const char *const *dirs, const ch
                 fprintf(f, "\n");
             }
         }
-        st = gf_probe_fclose(f, out, st);
+        st = gf_atomic_finish(&f_af, st);
     }
     gf_tsv_free(&t[0]);
     gf_tsv_free(&t[1]);
@@ -76,7 +77,7 @@ gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const c
     FILE *g = open_memstream(&buf, &len);
     if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
     gf_status st = GF_OK;
-    fprintf(g, "set terminal pngcairo size 1500,480\nset output '%s'\nset grid\n", png);
+    fprintf(g, "set terminal pngcairo size 1500,480\nset grid\n");
     for (int r = 0; r < n_dirs && !st; r++) {
         char path[1200];
         gf_tsv t;
@@ -100,7 +101,7 @@ gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const c
         double mean = 0;
         for (int64_t i = 0; i < t.n_rows; i++) mean += gf_tsv_num(&t, i, t.n_cols - 1) / (double)t.n_rows;
         fprintf(g, "$norm%d << EOD\n", r);
-        for (int64_t i = 0; i < t.n_rows; i++) fprintf(g, "%s %.6f\n", t.rows[i][0], gf_tsv_num(&t, i, t.n_cols - 1) / mean);
+        for (int64_t i = 0; i < t.n_rows; i++) fprintf(g, "%.9g %.6f\n", gf_tsv_num(&t, i, 0), gf_tsv_num(&t, i, t.n_cols - 1) / mean);
         fprintf(g, "EOD\n");
         gf_tsv_free(&t);
     }
@@ -110,26 +111,31 @@ gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const c
         for (int r = 0; r < n_dirs; r++) {
             char nm[300];
             gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$mix%d using 1:2 with linespoints lw 2 pt 6 lc rgb '%s' title '%s mix', "
-                       "$ffn%d using 1:2 with linespoints lw 2 pt 8 dt 2 lc rgb '%s' title '%s ffn', "
-                       "$hidden%d using 1:2 with linespoints lw 1 pt 1 dt 3 lc rgb '%s' title '%s h_l'",
-                    r ? ", " : "", r, col[r], nm, r, col[r], nm, r, col[r], nm);
+            static const char *comp[3] = {"mix", "ffn", "hidden"}, *style[3] = {"lw 2 pt 6", "lw 2 pt 8 dt 2", "lw 1 pt 1 dt 3"};
+            for (int c = 0; c < 3; c++) {
+                fprintf(g, "%s$%s%d using 1:2 with linespoints %s lc rgb '%s' title ", r || c ? ", " : "", comp[c], r,
+                        style[c], col[r]);
+                gf_probe_title(g, nm, c == 0 ? " mix" : c == 1 ? " ffn" : " h_l");
+            }
         }
         fprintf(g, "\nset ylabel 'variance share of PC1'\nset title 'first principal component'\nplot ");
         for (int r = 0; r < n_dirs; r++) {
             char nm[300];
             gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$mix%d using 1:3 with linespoints lw 2 pt 6 lc rgb '%s' title '%s mix', "
-                       "$ffn%d using 1:3 with linespoints lw 2 pt 8 dt 2 lc rgb '%s' title '%s ffn', "
-                       "$hidden%d using 1:3 with linespoints lw 1 pt 1 dt 3 lc rgb '%s' title '%s h_l'",
-                    r ? ", " : "", r, col[r], nm, r, col[r], nm, r, col[r], nm);
+            static const char *comp[3] = {"mix", "ffn", "hidden"}, *style[3] = {"lw 2 pt 6", "lw 2 pt 8 dt 2", "lw 1 pt 1 dt 3"};
+            for (int c = 0; c < 3; c++) {
+                fprintf(g, "%s$%s%d using 1:3 with linespoints %s lc rgb '%s' title ", r || c ? ", " : "", comp[c], r,
+                        style[c], col[r]);
+                gf_probe_title(g, nm, c == 0 ? " mix" : c == 1 ? " ffn" : " h_l");
+            }
         }
         fprintf(g, "\nset xlabel 'position in the window'\nunset xtics\nset xtics auto\n"
                    "set ylabel '|h_N| at the position / its mean over positions'\nset title 'last hidden state: norm by position'\nplot ");
         for (int r = 0; r < n_dirs; r++) {
             char nm[300];
             gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$norm%d using 1:2 with lines lw 2 lc rgb '%s' title '%s'", r ? ", " : "", r, col[r], nm);
+            fprintf(g, "%s$norm%d using 1:2 with lines lw 2 lc rgb '%s' title ", r ? ", " : "", r, col[r]);
+            gf_probe_title(g, nm, "");
         }
         fprintf(g, "\nunset multiplot\n");
     }

@@ -5,6 +5,7 @@
 
 #include "gflow/probe.h"
 #include "gflow/checkpoint.h"
+#include "gflow/fs.h"
 #include "gflow/session.h"
 #include "gflow/threads.h"
 #include <stdio.h>
@@ -26,13 +27,11 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
 void gf_probe_close(gf_probe_run *p);
 /* RUN/probe-<stem>.<ext> */
 void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out, size_t cap);
-/* Run a gnuplot script; the message names `what` (the PNG). */
+/* A plot title "<name><suffix>" as a quoted gnuplot string (gf_gnuplot_string): a run's name
+ * never reaches gnuplot otherwise. */
+void gf_probe_title(FILE *g, const char *name, const char *suffix);
+/* Draw png with a gnuplot script that does not `set output` (gf_gnuplot). */
 gf_status gf_probe_gnuplot(const char *script, const char *what);
-/* Open a file for writing; message names it. */
-gf_status gf_probe_fopen(const char *path, FILE **f);
-/* close a file from gf_probe_fopen: on st == GF_OK (and a clean close) rename it to path, else
- * remove it (path keeps what it held); returns st or the close's error */
-gf_status gf_probe_fclose(FILE *f, const char *path, gf_status st);
 /* Basename of a directory path (trailing slashes ignored). */
 void gf_probe_basename(const char *dir, char *out, size_t cap);
 

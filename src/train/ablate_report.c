@@ -107,13 +107,11 @@ static int read_curve(const char *dir, int64_t **steps, double **ppl) {
     return c.n;
 }
 
-/* curves.tsv: one gnuplot data block per variant that has validation points (mean over seeds
- * at the steps every seed with data reached); returns how many blocks, names in order */
-static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *block_variant) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/curves.tsv", a->study_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return gf_error_set(GF_E_IO, "%s: cannot write: %s", path, strerror(errno));
+/* curves.tsv's text: one gnuplot data block per variant that has validation points (mean over
+ * seeds at the steps every seed with data reached), counting the blocks, their variants in order.
+ * Every line is a comment, a number pair or empty (a name's control characters become spaces),
+ * so the plot can inline it as a datablock. */
+static void curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *block_variant) {
     int64_t per = a->n_seeds ? a->n_seeds : 1;
     *n_blocks = 0;
     for (int64_t vi = 0; vi < a->n_variants; vi++) {
@@ -125,7 +123,9 @@ static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *bloc
             if (cnt[s]) { with++; if (first < 0) first = (int)s; }
         }
         if (with) {
-            fprintf(f, "%s# variant %s\n# step\tval_ppl\n", *n_blocks ? "\n\n" : "", a->variants[vi].name);
+            fprintf(f, "%s# variant ", *n_blocks ? "\n\n" : "");
+            for (const char *c = a->variants[vi].name; *c; c++) fputc((unsigned char)*c < 0x20 ? ' ' : *c, f);
+            fprintf(f, "\n# step\tval_ppl\n");
             for (int i = 0; i < cnt[first]; i++) {
                 double sum = 0;
                 int m = 0;
@@ -138,8 +138,21 @@ static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *bloc
         }
         for (int64_t s = 0; s < per; s++) { free(st[s]); free(pp[s]); }
     }
-    if (fclose(f) != 0) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
-    return GF_OK;
+}
+
+/* writes <study>/curves.tsv; *text (freed by the caller) gets its bytes */
+static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *block_variant, char **text) {
+    size_t len = 0;
+    FILE *m = open_memstream(text, &len);
+    if (!m) return gf_error_set(GF_E_NOMEM, "out of memory");
+    curves_text(a, m, n_blocks, block_variant);
+    if (fclose(m) != 0) return gf_error_set(GF_E_NOMEM, "out of memory");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/curves.tsv", a->study_dir);
+    gf_atomic_file af;
+    GF_TRY(gf_atomic_open(&af, path));
+    GF_TRY(gf_atomic_write(&af, *text, len));
+    return gf_atomic_commit(&af);
 }
 
 
@@ -230,12 +243,11 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
     char tpath[1200], mpath[1200];
     snprintf(tpath, sizeof tpath, "%s/summary.tsv", a->study_dir);
     snprintf(mpath, sizeof mpath, "%s/summary.md", a->study_dir);
-    FILE *t = fopen(tpath, "w"), *m = fopen(mpath, "w");
-    if (!t || !m) {
-        if (t) fclose(t);
-        if (m) fclose(m);
-        return gf_error_set(GF_E_IO, "%s: cannot write: %s", t ? mpath : tpath, strerror(errno));
-    }
+    gf_atomic_file ta, ma;
+    FILE *t, *m;
+    GF_TRY(gf_atomic_fopen(&ta, tpath, &t));
+    gf_status st = gf_atomic_fopen(&ma, mpath, &m);
+    if (st) return gf_atomic_finish(&ta, st);
     fprintf(t, "variant\tstatus\tseeds\tparams\tbest_val_ppl\tbest_val_ppl_std\tbest_epoch\tbest_step\ttest_ppl\t"
                "test_ppl_std\ttest_ppl_word\tdelta_vs_base_pct\ttokens_per_s\n");
     md_head(m, a);
@@ -245,11 +257,9 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
     }
     md_builds(m, a, rows);
     fprintf(m, "\n![validation perplexity vs step](curves.png)\n\nRegenerate this file with `%s`.\n", command);
-    int bad = ferror(t) || ferror(m);
-    bad |= fclose(t) != 0;
-    bad |= fclose(m) != 0;
-    if (bad) return gf_error_set(GF_E_IO, "%s: write failed", a->study_dir);
-    return GF_OK;
+    /* both or neither: the .md goes in only once the .tsv did */
+    st = gf_atomic_finish(&ta, GF_OK);
+    return gf_atomic_finish(&ma, st);
 }
 
 gf_status gf_ablate_check_outputs(const gf_ablation *a) {
@@ -276,22 +286,27 @@ gf_status gf_ablation_report(const gf_ablation *a, const char *command) {
     int nb;
     int64_t *bv = calloc((size_t)a->n_variants, sizeof *bv);
     if (!bv) return gf_error_set(GF_E_NOMEM, "out of memory");
-    st = write_curves(a, &nb, bv);
+    char *text = NULL;
+    st = write_curves(a, &nb, bv, &text);
+    free(text);
     free(bv);
     return st;
 }
 
-/* the gnuplot script drawing curves.tsv's blocks (nb of them, variants bv) to curves.png */
-static gf_status plot_script(const gf_ablation *a, int nb, const int64_t *bv, char **script) {
+/* the gnuplot script drawing curves.tsv's blocks (text; nb of them, variants bv): the data inline,
+ * names only as quoted titles */
+static gf_status plot_script(const gf_ablation *a, const char *text, int nb, const int64_t *bv, char **script) {
     size_t len = 0;
     FILE *g = open_memstream(script, &len);
     if (!g) return gf_error_set(GF_E_NOMEM, "out of memory");
-    fprintf(g, "set terminal pngcairo size 960,600\nset output '%s/curves.png'\n", a->study_dir);
-    fprintf(g, "set title 'ablation %s'\nset xlabel 'step'\nset ylabel 'validation perplexity'\nset logscale y\n"
-               "set key outside right\nset datafile separator '\\t'\nplot ", a->name);
-    for (int i = 0; i < nb; i++)
-        fprintf(g, "%s'%s/curves.tsv' index %d using 1:2 with linespoints title '%s'", i ? ", " : "",
-                a->study_dir, i, a->variants[bv[i]].name);
+    fprintf(g, "set terminal pngcairo size 960,600\n$curves << EOD\n%sEOD\nset title ", text);
+    gf_gnuplot_string(g, a->name);
+    fprintf(g, " noenhanced\nset xlabel 'step'\nset ylabel 'validation perplexity'\nset logscale y\n"
+               "set key outside right noenhanced\nset datafile separator '\\t'\nplot ");
+    for (int i = 0; i < nb; i++) {
+        fprintf(g, "%s$curves index %d using 1:2 with linespoints title ", i ? ", " : "", i);
+        gf_gnuplot_string(g, a->variants[bv[i]].name);
+    }
     fprintf(g, "\n");
     if (fclose(g) != 0) { free(*script); *script = NULL; return gf_error_set(GF_E_NOMEM, "out of memory"); }
     return GF_OK;
@@ -301,16 +316,12 @@ gf_status gf_ablation_plot(const gf_ablation *a) {
     int nb;
     int64_t *bv = calloc((size_t)a->n_variants, sizeof *bv);
     if (!bv) return gf_error_set(GF_E_NOMEM, "out of memory");
-    gf_status st = write_curves(a, &nb, bv);
-    if (st || nb == 0) { free(bv); return st; }
-    if (strchr(a->study_dir, '\'') || strchr(a->study_dir, '"')) {
-        free(bv);
-        return gf_error_set(GF_E_INVALID, "%s: cannot plot into a path with quotes", a->study_dir);
-    }
-    char *script = NULL;
-    st = plot_script(a, nb, bv, &script);
+    char *text = NULL, *script = NULL;
+    gf_status st = write_curves(a, &nb, bv, &text);
+    if (!st && nb > 0) st = plot_script(a, text, nb, bv, &script);
     free(bv);
-    if (st) return st;
+    free(text);
+    if (st || nb == 0) return st;
     char png[1300];
     snprintf(png, sizeof png, "%s/curves.png", a->study_dir);
     st = gf_gnuplot(script, 1, png, "is gnuplot-nox installed?");

@@ -1,11 +1,20 @@
-/* rundir.c — a run directory's summary.tsv and metrics.tsv, and the gnuplot pipe
+/* rundir.c — a run directory's summary.tsv and metrics.tsv, and gnuplot
  * (see gflow/rundir.h). */
 #include "gflow/rundir.h"
+#include "gflow/fs.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <spawn.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 int gf_run_summary_read(const char *dir, gf_run_summary *s) {
     char path[1200];
@@ -58,16 +67,84 @@ int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, v
     return 1;
 }
 
-gf_status gf_gnuplot(const char *script, int quiet, const char *what, const char *hint) {
-    FILE *g = popen(quiet ? "gnuplot >/dev/null 2>&1" : "gnuplot 2>&1", "w");
-    if (!g) {
-        if (what) return gf_error_set(GF_E_EXTERNAL, "cannot run gnuplot for %s: %s", what, strerror(errno));
-        return gf_error_set(GF_E_EXTERNAL, "cannot run gnuplot: %s", strerror(errno));
+void gf_gnuplot_string(FILE *g, const char *s) {
+    /* gnuplot substitutes nothing inside single quotes (no `...`, no @macro); '' is a quote, and
+     * a line break would end the command, so control characters become spaces */
+    fputc('\'', g);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\'') fputs("''", g);
+        else fputc(c < 0x20 || c == 0x7f ? ' ' : c, g);
     }
-    fputs(script, g);
-    if (pclose(g) != 0) {
-        if (what) return gf_error_set(GF_E_EXTERNAL, "gnuplot failed writing %s (%s)", what, hint);
-        return gf_error_set(GF_E_EXTERNAL, "gnuplot failed (%s)", hint);
+    fputc('\'', g);
+}
+
+/* a PNG that gnuplot finished: the signature first and the IEND chunk last (a full disk or a
+ * file-size limit cuts it, and gnuplot may still exit 0) */
+static int png_complete(int fd, long long *size) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    struct stat st;
+    unsigned char b[12];
+    *size = fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
+    if (*size < 20) return 0;
+    return pread(fd, b, 8, 0) == 8 && !memcmp(b, sig, 8) && pread(fd, b, 12, st.st_size - 12) == 12 &&
+           !memcmp(b, iend, 12);
+}
+
+/* gnuplot with stdin from a pipe and stdout the tmp file; no shell in between */
+static gf_status gnuplot_run(const char *script, int quiet, int out_fd, int *wstatus) {
+    int in[2];
+    if (pipe(in) != 0) return gf_error_set(GF_E_IO, "cannot run gnuplot: %s", strerror(errno));
+    fcntl(in[0], F_SETFD, FD_CLOEXEC);
+    fcntl(in[1], F_SETFD, FD_CLOEXEC); /* else gnuplot holds its own stdin open and never ends */
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    if (quiet) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)"gnuplot", NULL};
+    pid_t pid;
+    int e = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    if (e) {
+        close(in[1]);
+        return gf_error_set(GF_E_EXTERNAL, "cannot run gnuplot: %s", strerror(e));
     }
+    /* a gnuplot that stops reading early must not kill us with SIGPIPE */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old);
+    for (size_t n = strlen(script); n > 0;) {
+        ssize_t w = write(in[1], script, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break; /* its exit status says what went wrong */
+        script += w;
+        n -= (size_t)w;
+    }
+    close(in[1]);
+    sigaction(SIGPIPE, &old, NULL);
+    while (waitpid(pid, wstatus, 0) < 0)
+        if (errno != EINTR) return gf_error_set(GF_E_EXTERNAL, "gnuplot: wait failed: %s", strerror(errno));
     return GF_OK;
+}
+
+gf_status gf_gnuplot(const char *script, int quiet, const char *png, const char *hint) {
+    gf_atomic_file af;
+    GF_TRY(gf_atomic_open(&af, png));
+    int ws = 0;
+    gf_status st = gnuplot_run(script, quiet, af.fd, &ws);
+    long long size = 0;
+    if (st) st = gf_error_set(GF_E_EXTERNAL, "%s, for %s (%s)", gf_last_error(), png, hint);
+    else if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        st = gf_error_set(GF_E_EXTERNAL, "gnuplot failed writing %s (%s); %s is unchanged", png, hint, png);
+    else if (!png_complete(af.fd, &size))
+        st = gf_error_set(GF_E_IO, "%s: gnuplot's PNG is incomplete (%lld bytes: a full disk or a file-size limit?); "
+                          "%s is unchanged", png, size, png);
+    if (st) {
+        gf_atomic_abort(&af);
+        return st;
+    }
+    return gf_atomic_commit(&af);
 }

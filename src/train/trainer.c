@@ -329,9 +329,13 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
         path_in(t, "best.ckpt", bpath, sizeof bpath);
         remove(cpath);
         remove(bpath);
-        FILE *f = fopen(rpath, "w");
-        if (!f || fputs(t->recipe_text, f) < 0 || fclose(f) != 0)
-            return gf_error_set(GF_E_IO, "%s: cannot write: %s", rpath, strerror(errno));
+        gf_atomic_file af;
+        FILE *f;
+        GF_TRY(gf_atomic_fopen(&af, rpath, &f));
+        GF_TRY(gf_atomic_finish(&af, fputs(t->recipe_text, f) < 0 ? gf_error_set(GF_E_IO, "%s: cannot write: %s",
+                                                                              rpath, strerror(errno)) : GF_OK));
+        GF_TRY(gf_output_regular(mpath));
+        GF_TRY(gf_output_regular(spath));
         t->metrics = fopen(mpath, "w");
         t->speed = fopen(spath, "w");
         if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot create: %s", mpath, strerror(errno));
@@ -346,6 +350,8 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     if (truncate(mpath, (off_t)t->state.metrics_bytes) != 0)
         return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
                             (long long)t->state.metrics_bytes, strerror(errno));
+    GF_TRY(gf_output_regular(mpath));
+    GF_TRY(gf_output_regular(spath));
     t->metrics = fopen(mpath, "a");
     t->speed = fopen(spath, "a");
     if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot open: %s", mpath, strerror(errno));
@@ -435,8 +441,9 @@ static double tokens_per_s(const trainer *t) {
 static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_eval_result *test) {
     char path[1100];
     path_in(t, "summary.tsv", path, sizeof path);
-    FILE *f = fopen(path, "w");
-    if (!f) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
+    gf_atomic_file af;
+    FILE *f;
+    GF_TRY(gf_atomic_fopen(&af, path, &f));
     const gf_recipe *r = &t->s.r;
     fprintf(f, "key\tvalue\n");
     fprintf(f, "build\t%s\n", gf_build_id());
@@ -452,8 +459,7 @@ static gf_status write_summary(trainer *t, const gf_eval_result *val, const gf_e
     t->s.task->summary(&t->s, f, val, test);
     fprintf(f, "tokens_per_s\t%.1f\ntrain_seconds\t%.1f\nthreads\t%d\n", tokens_per_s(t), t->state.train_seconds,
             gf_threads_get());
-    if (fclose(f) != 0) return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
-    return GF_OK;
+    return gf_atomic_finish(&af, GF_OK);
 }
 
 /* Rank 0 locks the run directory before it reads or writes anything in it, so two processes
