@@ -103,10 +103,10 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
                             p->ckpt, task->name);
     if (o->log) fprintf(stderr, "probe: %s (%s, %s, %lld layers)\n", p->ckpt, gf_family_name(r.model.family),
                         gf_block_name(r.model.block), (long long)r.model.n_layers);
-    r.run.device = GF_DEV_CPU; /* the probes read weights and activations on the host, wherever it trained */
-    GF_TRY(gf_session_open(&p->s, &r, 0));
+    /* the probes read weights and activations on the host, wherever it trained */
+    gf_status os = gf_session_open_ckpt(&p->s, &r, p->ckpt);
     p->open = 1;
-    GF_TRY(gf_ckpt_load(p->ckpt, p->s.params, NULL));
+    GF_TRY(os);
     p->s.ctx.training = 0; /* no dropout anywhere in the probes */
     p->L = r.data.seq_len;
     if (windows <= 0) return GF_OK;

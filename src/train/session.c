@@ -140,6 +140,26 @@ gf_status gf_session_from_ckpt(gf_session *s, const char *path) {
     return gf_ckpt_load(path, s->params, NULL);
 }
 
+gf_status gf_session_check_tokenizer(const gf_session *s, const char *path, const gf_ckpt_meta *m) {
+    const char *had = gf_ckpt_meta_get_kv(m, "tokenizer"), *now = gf_tokenizer_key(s->tok);
+    if (!had || !strcmp(had, now)) return GF_OK; /* a checkpoint from before the key was recorded */
+    return gf_error_set(GF_E_INVALID, "%s was trained with tokenizer %s, but the recipe's [tokenizer] now gives %s "
+                        "(its corpus or .model file changed): its token ids would mean other pieces; restore the "
+                        "tokenizer's files", path, had, now);
+}
+
+gf_status gf_session_open_ckpt(gf_session *s, const gf_recipe *r, const char *path) {
+    gf_recipe rc = *r;
+    rc.run.device = GF_DEV_CPU; /* read on the host, wherever it trained */
+    GF_TRY(gf_session_open(s, &rc, 0));
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    gf_status st = gf_ckpt_peek(path, &m);
+    if (!st) st = gf_session_check_tokenizer(s, path, &m);
+    gf_ckpt_meta_free(&m);
+    return st ? st : gf_ckpt_load(path, s->params, NULL);
+}
+
 gf_status gf_session_load_split(gf_session *s, gf_split split, int log) {
     if (s->loaded[split]) return GF_OK;
     char path[1024];

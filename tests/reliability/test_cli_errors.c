@@ -235,6 +235,39 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
              "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }
 
+/* Issue 35 item 2: `gflow compare` refuses to put a language-model run and an NLI run in one
+ * table (it divided a perplexity by an accuracy: "gap vs first -100.0%"), naming both runs;
+ * `gflow eval --split train` is a usage error naming the option (it printed "nan per word"). */
+GF_TEST(smoke, rel_compare_refuses_mixed_tasks) {
+    char dd[800], sd[900];
+    snli_data("snli-compare", NULL, dd, sizeof dd);
+    GF_REQUIRE(!gf_test_failed_now(), "SNLI files");
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=nli-compare", "--set",
+                       sd, "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
+                       "data.valid_file=snli_dev.txt", "--set", "data.test_file=snli_test.txt", "--set",
+                       "data.max_sentence_len=12", "--set", "model.mix_heads=1", "--set", "train.max_steps=2", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "NLI run: %s", res.err);
+    const char *l[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=lm-compare", "--set",
+                       "train.max_steps=5", NULL};
+    rel_gflow(&res, 0, l);
+    GF_REQUIRE(res.exit_code == 0, "LM run: %s", res.err);
+    char lm[900], nli[900];
+    snprintf(lm, sizeof lm, "%s/lm-compare", rel_runs_dir());
+    snprintf(nli, sizeof nli, "%s/nli-compare", rel_runs_dir());
+    const char *c[] = {"compare", lm, nli, "--plot", "none", NULL};
+    rel_gflow(&res, 0, c);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, lm) && strstr(res.err, nli) &&
+                 strstr(res.err, "'nli'"),
+             "compare of an LM and an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+    const char *e[] = {"eval", lm, "--ckpt", "last", "--split", "train", NULL};
+    rel_gflow(&res, 0, e);
+    GF_CHECK(res.exit_code == 2 && res.err_lines == 1 && strstr(res.err, "--split") && strstr(res.err, "train"),
+             "eval --split train: exit %d: %s", res.exit_code, res.err);
+}
+
 /* [data] skip_bad_rows: a malformed train row stops an SNLI run at its file:line; with the key
  * set the run counts it as skipped and trains */
 GF_TEST(smoke, rel_snli_skip_bad_rows) {
