@@ -91,21 +91,28 @@ static void copy_file(const char *from, const char *to) {
     free(b);
 }
 
+/* Two runs stopped at step 12, own and foreign (another model shape): own's directory, the two
+ * last.ckpt paths and own's recipe.ini (buffers of 800 and 900 bytes). */
+static void two_runs(const char *own, const char *foreign, char *a, char *cka, char *ckb, char *rec) {
+    rel_result res;
+    dir_of(a, 800, own);
+    train_stopped(&res, own, "12", NULL);
+    GF_CHECK(res.exit_code == 0, "run %s: %s", own, res.err);
+    train_stopped(&res, foreign, "12", "model.d_model=16");
+    GF_CHECK(res.exit_code == 0, "run %s: %s", foreign, res.err);
+    snprintf(cka, 900, "%s/last.ckpt", a);
+    snprintf(ckb, 900, "%s/%s/last.ckpt", rel_runs_dir(), foreign);
+    snprintf(rec, 900, "%s/recipe.ini", a);
+}
+
 /* Item 2: a last.ckpt of another run (another model shape) in a run directory is refused on
  * --resume, naming the checkpoint and the run's recipe.ini; nothing in the directory changes. */
 GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
     rel_result res;
-    char a[800], b[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
-    dir_of(a, sizeof a, "own");
-    dir_of(b, sizeof b, "foreign");
-    train_stopped(&res, "own", "12", NULL);
-    GF_REQUIRE(res.exit_code == 0, "run own: %s", res.err);
-    train_stopped(&res, "foreign", "12", "model.d_model=16");
-    GF_REQUIRE(res.exit_code == 0, "run foreign: %s", res.err);
-    snprintf(cka, sizeof cka, "%s/last.ckpt", a);
-    snprintf(ckb, sizeof ckb, "%s/last.ckpt", b);
+    char a[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
+    two_runs("own", "foreign", a, cka, ckb, rec);
+    GF_REQUIRE(!gf_test_failed_now(), "the two runs");
     snprintf(met, sizeof met, "%s/metrics.tsv", a);
-    snprintf(rec, sizeof rec, "%s/recipe.ini", a);
     copy_file(ckb, cka);
     snprintf(keep, sizeof keep, "%s/own-ckpt-copy", rel_runs_dir());
     snprintf(mkeep, sizeof mkeep, "%s/own-metrics-copy", rel_runs_dir());
@@ -139,16 +146,9 @@ GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
  * the run's recipe.ini; the run's own last.ckpt, put back, evaluates. */
 GF_TEST(smoke, rel_commands_refuse_foreign_checkpoint) {
     rel_result res;
-    char a[800], b[800], cka[900], ckb[900], rec[900], out[900];
-    dir_of(a, sizeof a, "own-cmds");
-    dir_of(b, sizeof b, "foreign-cmds");
-    train_stopped(&res, "own-cmds", "12", NULL);
-    GF_REQUIRE(res.exit_code == 0, "run own-cmds: %s", res.err);
-    train_stopped(&res, "foreign-cmds", "12", "model.d_model=16");
-    GF_REQUIRE(res.exit_code == 0, "run foreign-cmds: %s", res.err);
-    snprintf(cka, sizeof cka, "%s/last.ckpt", a);
-    snprintf(ckb, sizeof ckb, "%s/last.ckpt", b);
-    snprintf(rec, sizeof rec, "%s/recipe.ini", a);
+    char a[800], cka[900], ckb[900], rec[900], out[900];
+    two_runs("own-cmds", "foreign-cmds", a, cka, ckb, rec);
+    GF_REQUIRE(!gf_test_failed_now(), "the two runs");
     snprintf(out, sizeof out, "%s/../foreign.safetensors", rel_runs_dir());
     char keep[900];
     snprintf(keep, sizeof keep, "%s/own-cmds-ckpt", rel_runs_dir());
