@@ -32,6 +32,11 @@ typedef struct gf_session {
  * to a build with CUDA and the process is alone (no MPI job); else a one-line GF_E_INVALID that
  * names the key: the build has no CUDA, no CUDA device is visible, or MPI ranks (docs/cuda.md). */
 gf_status gf_session_device_check(const gf_recipe *r);
+/* GF_E_NOMEM, naming the keys that size it, when a training step of B rows cannot fit: a lower
+ * bound of its memory (activations, parameters x 4) above physical memory or what RLIMIT_AS
+ * leaves. Checked before the first step (train, bench), whose arena would otherwise grow until
+ * the allocation fails. CPU runs only. */
+gf_status gf_session_memory_check(const gf_session *s, int64_t B);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
