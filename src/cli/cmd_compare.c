@@ -110,11 +110,16 @@ int gf_cmd_compare(int argc, char **argv) {
         const char *tok = gf_run_summary_get(&k, "tokens_per_s");
         if (gf_run_summary_get(&k, "best_val_ppl")) best = strtod(gf_run_summary_get(&k, "best_val_ppl"), NULL);
         if (gf_run_summary_get(&k, "best_epoch")) be = strtol(gf_run_summary_get(&k, "best_epoch"), NULL, 10);
-        if (isnan(first)) first = best;
-        char gap[32];
-        snprintf(gap, sizeof gap, i == 0 ? "—" : "%+.1f%%", 100.0 * (best / first - 1.0));
-        printf(is_acc ? "| %s | %s | %s | %.4f (%ld)%s | %s | %s | %s | %s |\n" : "| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n",
-               dirs[i], fam ? fam : "?", params ? params : "?", best, be, n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
+        const int is_first = isnan(first);
+        if (is_first) first = best;
+        /* a run with no validation row yet has no score, and no gap to or from it: "-", not inf or nan */
+        char gap[32], score[64];
+        double g = 100.0 * (best / first - 1.0);
+        snprintf(gap, sizeof gap, is_first ? "—" : isfinite(g) ? "%+.1f%%" : "-", g);
+        if (isfinite(best)) snprintf(score, sizeof score, is_acc ? "%.4f (%ld)" : "%.2f (%ld)", best, be);
+        else snprintf(score, sizeof score, "-");
+        printf("| %s | %s | %s | %s%s | %s | %s | %s | %s |\n", dirs[i], fam ? fam : "?", params ? params : "?", score,
+               n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
     }
     if (strcmp(plot, "none") != 0 && rc == GF_EXIT_OK) {
         char script[8192];

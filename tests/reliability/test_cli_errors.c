@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct cli_case {
     const char *recipe;  /* text of bad.ini: after "[run]\nbase = BASE\n" (line 3 on) unless full */
@@ -333,4 +334,49 @@ GF_TEST(smoke, rel_help_options_are_accepted) {
         }
     }
     GF_CHECK(nopts > 40, "%d advertised options found: the help parsing is broken", nopts);
+}
+
+/* Issue 35 item 4: a message names what it is about: `probe curvature` on a one-layer run named
+ * no checkpoint (": curvature needs at least 2 layers"; the name was read after the probe's
+ * close had cleared it). */
+GF_TEST(smoke, rel_probe_one_layer_names_the_run) {
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=one-layer", "--set",
+                       "model.n_layers=1", "--stop-after", "3", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "one-layer run: %s", res.err);
+    char d[900], ck[1000], want[1100];
+    snprintf(d, sizeof d, "%s/one-layer", rel_runs_dir());
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(want, sizeof want, "%s: curvature needs at least 2 layers", ck);
+    const char *p[] = {"probe", "curvature", d, "--ckpt", "last", "--no-plot", NULL};
+    rel_gflow(&res, 0, p);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, want), /* after the probe's progress lines */
+             "probe curvature on one layer: exit %d, want one line with '%s': %s", res.exit_code, want, res.err);
+}
+
+/* Issue 35 item 4: no NaN or infinity printed as a result: `compare` on a run with no validation
+ * row yet printed "inf (-1)" and a gap of "nan%"; it shows "-". */
+GF_TEST(smoke, rel_compare_prints_no_inf_or_nan) {
+    const char *l[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=cmp-done", "--set",
+                       "train.max_steps=5", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, l);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    char done[900], fresh[900], met[1000], cmd[3000], out[900];
+    snprintf(done, sizeof done, "%s/cmp-done", rel_runs_dir());
+    snprintf(fresh, sizeof fresh, "%s/cmp-fresh", rel_runs_dir());
+    snprintf(met, sizeof met, "%s/metrics.tsv", fresh);
+    mkdir(fresh, 0755);
+    gf_test_write_text(met, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n");
+    snprintf(out, sizeof out, "%s/../compare.out", rel_runs_dir());
+    for (int order = 0; order < 2; order++) {
+        snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s' --plot none > '%s' 2>&1", rel_gflow_exe(),
+                 order ? done : fresh, order ? fresh : done, out);
+        int rc = system(cmd);
+        char *t = gf_test_slurp(out, NULL);
+        GF_CHECK(rc == 0 && t && !strstr(t, "inf") && !strstr(t, "nan") && strstr(t, "| - running |"),
+                 "compare with a run without validation rows (order %d): %s", order, t ? t : "");
+        free(t);
+    }
 }
