@@ -174,7 +174,8 @@ static gf_status open_lm(const sample_opts *o, gf_session *s, gf_ids *ids) {
         return gf_error_set(GF_E_INVALID, "%s: task '%s' is not a language model; `gflow sample` generates text with "
                             "language models only", path, task->name);
     GF_TRY(gf_session_open_ckpt(s, &r, path)); /* generation (gflow/decoder.h) runs on the host */
-    GF_TRY(gf_tokenizer_encode(s->tok, o->prompt, strlen(o->prompt), ids));
+    gf_status st = gf_tokenizer_encode(s->tok, o->prompt, strlen(o->prompt), ids);
+    if (st) return gf_error_wrap(st, "--prompt: "); /* the tokenizer's message names no input */
     if (ids->n == 0) return gf_error_set(GF_E_INVALID, "--prompt: the prompt encodes to no tokens");
     return GF_OK;
 }

@@ -380,3 +380,20 @@ GF_TEST(smoke, rel_compare_prints_no_inf_or_nan) {
         free(t);
     }
 }
+
+/* Issue 35 item 4: a library's message names the input it concerns: a prompt word the word
+ * tokenizer cannot encode is reported for --prompt, not as a bare "word '...' is not in the
+ * vocabulary". */
+GF_TEST(smoke, rel_sample_prompt_error_names_the_option) {
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=prompt-err",
+                       "--stop-after", "3", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    char d[900];
+    snprintf(d, sizeof d, "%s/prompt-err", rel_runs_dir());
+    const char *s[] = {"sample", d, "--ckpt", "last", "--prompt", "zzqxj", "--tokens", "2", NULL};
+    rel_gflow(&res, 0, s);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "--prompt: ") && strstr(res.err, "zzqxj"),
+             "sample with an unknown prompt word: exit %d: %s", res.exit_code, res.err);
+}
