@@ -44,8 +44,10 @@ int gf_cmd_eval(int argc, char **argv) {
         printf("%-14s %8s | confusion (rows gold, columns predicted)\n", "class", "acc");
         for (int g = 0; g < 3; g++) {
             int64_t n = res.confusion[g][0] + res.confusion[g][1] + res.confusion[g][2];
-            printf("%-14s %8.4f | %6lld %6lld %6lld\n", lab[g], n ? (double)res.confusion[g][g] / (double)n : NAN,
-                   (long long)res.confusion[g][0], (long long)res.confusion[g][1], (long long)res.confusion[g][2]);
+            char acc[16] = "-"; /* a class the split lacks has no accuracy (not "nan") */
+            if (n) snprintf(acc, sizeof acc, "%.4f", (double)res.confusion[g][g] / (double)n);
+            printf("%-14s %8s | %6lld %6lld %6lld\n", lab[g], acc, (long long)res.confusion[g][0],
+                   (long long)res.confusion[g][1], (long long)res.confusion[g][2]);
         }
     } else {
         printf("split %s: %lld predicted tokens, loss %.4f, perplexity %.2f per token", split ? split : "(recipe)",

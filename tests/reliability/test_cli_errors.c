@@ -238,7 +238,8 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
 
 /* Issue 35 item 2: `gflow compare` refuses to put a language-model run and an NLI run in one
  * table (it divided a perplexity by an accuracy: "gap vs first -100.0%"), naming both runs;
- * `gflow eval --split train` is a usage error naming the option (it printed "nan per word"). */
+ * `gflow eval --split train` is a usage error naming the option (it printed "nan per word"); an
+ * NLI split without one class prints "-" for its accuracy, not "nan" (item 4). */
 GF_TEST(smoke, rel_compare_refuses_mixed_tasks) {
     char dd[800], sd[900];
     snli_data("snli-compare", NULL, dd, sizeof dd);
@@ -267,6 +268,25 @@ GF_TEST(smoke, rel_compare_refuses_mixed_tasks) {
     rel_gflow(&res, 0, e);
     GF_CHECK(res.exit_code == 2 && res.err_lines == 1 && strstr(res.err, "--split") && strstr(res.err, "train"),
              "eval --split train: exit %d: %s", res.exit_code, res.err);
+    /* item 4: a test split without one class prints no "nan" accuracy for it */
+    char tp[1000], cmd[3000], out[1000];
+    snprintf(tp, sizeof tp, "%s/snli_test.txt", dd);
+    char *text = gf_test_slurp(tp, NULL);
+    GF_REQUIRE(text, "%s", tp);
+    FILE *f = fopen(tp, "w");
+    GF_REQUIRE(f, "%s", tp);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "contradiction\t", 14)) fprintf(f, "%s\n", line);
+    fclose(f);
+    free(text);
+    snprintf(out, sizeof out, "%s/../eval-nli.out", rel_runs_dir());
+    snprintf(cmd, sizeof cmd, "'%s' eval '%s' --ckpt last --split test > '%s' 2>&1", rel_gflow_exe(), nli, out);
+    int rc = system(cmd);
+    char *o = gf_test_slurp(out, NULL);
+    GF_CHECK(rc == 0 && o && strstr(o, "contradiction") && !strstr(o, "nan"), "eval of a split without one class: %s",
+             o ? o : "");
+    free(o);
 }
 
 /* [data] skip_bad_rows: a malformed train row stops an SNLI run at its file:line; with the key
