@@ -21,9 +21,13 @@ typedef struct gf_ini_lines {
  * continuation line), an inline comment ('#' or ';' at the start or after whitespace; the
  * Debian build of inih strips only ';') and trailing whitespace removed. NULL at the end. */
 char *gf_ini_next_line(gf_ini_lines *l);
+/* The next line as it is but for its CR/LF (other line-based inputs: prompt-pair files), within
+ * the same limits (l->bad). NULL at the end. */
+char *gf_ini_raw_line(gf_ini_lines *l);
 
-/* What a file source may hold: recipes and ablation files are short texts, and a line or a file
- * beyond these is a wrong path (`/dev/zero`, a binary), refused before it is read to the end. */
+/* What a file source may hold: recipes, ablation and prompt-pair files are short texts, and a
+ * line or a file beyond these is a wrong path (`/dev/zero`, a binary), refused before it is read
+ * to the end. */
 #define GF_INI_MAX_LINE_BYTES 65536
 #define GF_INI_MAX_FILE_BYTES (1 << 20)
 void gf_ini_lines_free(gf_ini_lines *l);

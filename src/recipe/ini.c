@@ -20,8 +20,8 @@ static int read_file_line(gf_ini_lines *l) {
     int c = 0;
     const char *stop = NULL;
     for (;;) {
-        if (n > GF_INI_MAX_LINE_BYTES) stop = "line longer than 65536 bytes (not a recipe?)";
-        else if (l->total >= GF_INI_MAX_FILE_BYTES) stop = "file larger than 1 MiB (not a recipe?)";
+        if (n > GF_INI_MAX_LINE_BYTES) stop = "line longer than 65536 bytes";
+        else if (l->total >= GF_INI_MAX_FILE_BYTES) stop = "file larger than 1 MiB";
         if ((c = getc(l->f)) == EOF) break;
         if (stop) { /* more to read beyond a limit */
             ungetc(c, l->f);
@@ -69,11 +69,16 @@ static int read_line(gf_ini_lines *l) {
     return 1;
 }
 
-char *gf_ini_next_line(gf_ini_lines *l) {
+char *gf_ini_raw_line(gf_ini_lines *l) {
     if (!read_line(l)) return NULL;
     l->lineno++;
-    char *s = l->buf;
-    s[strcspn(s, "\r\n")] = 0;
+    l->buf[strcspn(l->buf, "\r\n")] = 0;
+    return l->buf;
+}
+
+char *gf_ini_next_line(gf_ini_lines *l) {
+    char *s = gf_ini_raw_line(l);
+    if (!s) return NULL;
     if (l->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
         s += 3;
     while (is_ws(*s)) s++;

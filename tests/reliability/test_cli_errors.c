@@ -358,7 +358,7 @@ GF_TEST(smoke, rel_help_options_are_accepted) {
 
 /* Issue 35 item 4: a message names what it is about: `probe curvature` on a one-layer run named
  * no checkpoint (": curvature needs at least 2 layers"; the name was read after the probe's
- * close had cleared it). */
+ * close had cleared it). Item 1: its --pairs file is read within bounds. */
 GF_TEST(smoke, rel_probe_one_layer_names_the_run) {
     const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=one-layer", "--set",
                        "model.n_layers=1", "--stop-after", "3", NULL};
@@ -373,6 +373,12 @@ GF_TEST(smoke, rel_probe_one_layer_names_the_run) {
     rel_gflow(&res, 0, p);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, want), /* after the probe's progress lines */
              "probe curvature on one layer: exit %d, want one line with '%s': %s", res.exit_code, want, res.err);
+    /* item 1's bounded reading for the prompt-pair file: --pairs /dev/zero looped forever */
+    const char *z[] = {"probe", "curvature", d, "--ckpt", "last", "--no-plot", "--pairs", "/dev/zero", NULL};
+    rel_limits lim = {.seconds = 30};
+    rel_gflow_limited(&res, &lim, z);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "/dev/zero:1: NUL"),
+             "probe --pairs /dev/zero: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }
 
 /* Issue 35 item 4: no NaN or infinity printed as a result: `compare` on a run with no validation
