@@ -42,6 +42,10 @@ const char *gf_last_error(void);
 const char *gf_status_name(gf_status s);
 void gf_error_clear(void);
 
+/* A user-facing failure where no status can travel back (an arena allocation deep inside an
+ * op): prints "gflow: error (<status>): message" as the CLI does for a status, and exits 1. */
+GF_NORETURN void gf_fatal(gf_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Programmer errors only. Prints file:line and the message, then aborts. */
 GF_NORETURN void gf_abort(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

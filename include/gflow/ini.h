@@ -10,7 +10,9 @@ typedef struct gf_ini_lines {
     FILE *f;          /* file source, or */
     const char *text; /* text source (advanced as read) */
     int lineno;       /* of the line last returned (1-based) */
-    int nul;          /* that line held a NUL byte (it is cut there: the reader must refuse it) */
+    const char *bad;  /* why the line just returned must be refused (a NUL byte, too long, the file
+                         too large), else NULL: the reader reports it as file:line and stops */
+    long long total;  /* bytes read so far from f */
     char *buf;
     size_t cap;
 } gf_ini_lines;
@@ -19,6 +21,15 @@ typedef struct gf_ini_lines {
  * continuation line), an inline comment ('#' or ';' at the start or after whitespace; the
  * Debian build of inih strips only ';') and trailing whitespace removed. NULL at the end. */
 char *gf_ini_next_line(gf_ini_lines *l);
+/* The next line as it is but for its CR/LF (other line-based inputs: prompt-pair files), within
+ * the same limits (l->bad). NULL at the end. */
+char *gf_ini_raw_line(gf_ini_lines *l);
+
+/* What a file source may hold: recipes, ablation and prompt-pair files are short texts, and a
+ * line or a file beyond these is a wrong path (`/dev/zero`, a binary), refused before it is read
+ * to the end. */
+#define GF_INI_MAX_LINE_BYTES 65536
+#define GF_INI_MAX_FILE_BYTES (1 << 20)
 void gf_ini_lines_free(gf_ini_lines *l);
 
 /* Strip spaces and tabs at both ends, in place. */

@@ -6,6 +6,7 @@
 #ifndef GFLOW_SESSION_H
 #define GFLOW_SESSION_H
 
+#include "gflow/checkpoint.h"
 #include "gflow/model.h"
 #include "gflow/nli.h"
 #include "gflow/optim.h"
@@ -31,6 +32,11 @@ typedef struct gf_session {
  * to a build with CUDA and the process is alone (no MPI job); else a one-line GF_E_INVALID that
  * names the key: the build has no CUDA, no CUDA device is visible, or MPI ranks (docs/cuda.md). */
 gf_status gf_session_device_check(const gf_recipe *r);
+/* GF_E_NOMEM, naming the keys that size it, when a training step of B rows cannot fit: a lower
+ * bound of its memory (activations, parameters x 4) above physical memory or what RLIMIT_AS
+ * leaves. Checked before the first step (train, bench), whose arena would otherwise grow until
+ * the allocation fails. CPU runs only. */
+gf_status gf_session_memory_check(const gf_session *s, int64_t B);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
@@ -43,6 +49,12 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
 /* The model of a checkpoint without any data, on the CPU whatever the checkpoint's device:
  * recipe and vocabulary come from its metadata. */
 gf_status gf_session_from_ckpt(gf_session *s, const char *path);
+/* The checkpoint's tokenizer (its kv "tokenizer", when recorded) must be the session's: one
+ * line naming the checkpoint and both keys otherwise. */
+gf_status gf_session_check_tokenizer(const gf_session *s, const char *path, const gf_ckpt_meta *m);
+/* A checkpoint with its data (eval, sample, probes): tokenizer and model from r on the CPU,
+ * the tokenizer checked against the checkpoint's (gf_session_check_tokenizer), then its weights. */
+gf_status gf_session_open_ckpt(gf_session *s, const gf_recipe *r, const char *path);
 /* Load (tokenize, via the cache) one split. */
 gf_status gf_session_load_split(gf_session *s, gf_split split, int log);
 /* Training loader over the train split; returns the number of items (windows or pairs). */

@@ -47,7 +47,15 @@ typedef struct gf_eval_result {
 /* Evaluate a run's checkpoint ("best" or "last") on a split (NULL: the recipe's eval split). */
 gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *split, gf_eval_result *res);
 
-/* The checkpoint a run directory holds ("best" or "last"), or run_dir_or_ckpt itself when it is a file. */
+/* The checkpoint a run directory holds ("best" or "last"), or run_dir_or_ckpt itself when it is a file;
+ * a checkpoint in a directory holding recipe.ini (a run's) must belong to that run
+ * (gf_run_ckpt_belongs), so every command that opens a run refuses another run's checkpoint. */
 gf_status gf_run_ckpt_path(const char *run_dir_or_ckpt, const char *which, char *path, size_t cap);
+
+/* GF_OK when the checkpoint cpath, whose recipe text is ckpt_recipe, belongs to the run whose
+ * recipe.ini is rpath: equal texts but for '#' comment lines (they name the build), or equal
+ * when parsed but for [run] device and threads (gf_recipe_same_run). Else one line naming both
+ * files and the first differing line, then hint. */
+gf_status gf_run_ckpt_belongs(const char *cpath, const char *ckpt_recipe, const char *rpath, const char *hint);
 
 #endif

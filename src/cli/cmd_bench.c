@@ -330,6 +330,7 @@ int gf_cmd_bench(int argc, char **argv) {
     gf_session s;
     status = gf_session_open_model(&s, r, r->tokenizer.vocab_size, 1);
     free(r);
+    if (!status) status = gf_session_memory_check(&s, B);
     if (!status) status = bench(&s, &o, B, peak, gpu);
     gf_session_close(&s);
     if (status && world > 1) {

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "gflow/fs.h"
 #include "gflow/rundir.h"
+#include "gflow/task.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,34 @@ static gf_status plot_runs(const char *plot, const char **dirs, int nd) {
     return st;
 }
 
+/* The task of the run in dir (its recipe.ini's dataset), or the summary's kind of score when
+ * the recipe cannot be read; NULL when neither says. */
+static const char *run_task(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/recipe.ini", dir);
+    gf_recipe r;
+    const gf_task_ops *task = gf_recipe_load(path, NULL, 0, &r) ? NULL : gf_task_of(&r);
+    if (task) return task->name;
+    gf_run_summary k;
+    if (!gf_run_summary_read(dir, &k)) return NULL;
+    return gf_run_summary_get(&k, "best_val_acc") ? "nli" : gf_run_summary_get(&k, "best_val_ppl") ? "lm" : NULL;
+}
+
+/* One table ranks one kind of score: a perplexity (lower is better) and an accuracy (higher
+ * is better) have no gap between them. */
+static gf_status check_same_task(const char **dirs, int nd) {
+    const char *first = NULL, *first_dir = NULL;
+    for (int i = 0; i < nd; i++) {
+        const char *t = run_task(dirs[i]);
+        if (!t) continue;
+        if (!first) { first = t; first_dir = dirs[i]; }
+        else if (strcmp(t, first))
+            return gf_error_set(GF_E_INVALID, "%s is a '%s' run and %s a '%s' run: one table cannot rank a perplexity "
+                                "against an accuracy; compare them separately", first_dir, first, dirs[i], t);
+    }
+    return GF_OK;
+}
+
 int gf_cmd_compare(int argc, char **argv) {
     const char *plot = "compare.png";
     const char **dirs = calloc((size_t)argc, sizeof *dirs);
@@ -84,7 +113,8 @@ int gf_cmd_compare(int argc, char **argv) {
         else dirs[nd++] = argv[i];
     }
     if (nd == 0) { help(); free(dirs); return GF_EXIT_USAGE; }
-    gf_status cs = strcmp(plot, "none") ? check_plot(plot, dirs, nd) : GF_OK;
+    gf_status cs = check_same_task(dirs, nd);
+    if (!cs && strcmp(plot, "none")) cs = check_plot(plot, dirs, nd);
     if (cs) { free(dirs); return gf_cli_fail(cs); }
     printf("| run | family | params | best val PPL or acc (epoch) | test PPL or acc | test PPL/word | tok/s | gap vs first |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
@@ -111,11 +141,16 @@ int gf_cmd_compare(int argc, char **argv) {
         const char *tok = gf_run_summary_get(&k, "tokens_per_s");
         if (gf_run_summary_get(&k, "best_val_ppl")) best = strtod(gf_run_summary_get(&k, "best_val_ppl"), NULL);
         if (gf_run_summary_get(&k, "best_epoch")) be = strtol(gf_run_summary_get(&k, "best_epoch"), NULL, 10);
-        if (isnan(first)) first = best;
-        char gap[32];
-        snprintf(gap, sizeof gap, i == 0 ? "—" : "%+.1f%%", 100.0 * (best / first - 1.0));
-        printf(is_acc ? "| %s | %s | %s | %.4f (%ld)%s | %s | %s | %s | %s |\n" : "| %s | %s | %s | %.2f (%ld)%s | %s | %s | %s | %s |\n",
-               dirs[i], fam ? fam : "?", params ? params : "?", best, be, n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
+        const int is_first = isnan(first);
+        if (is_first) first = best;
+        /* a run with no validation row yet has no score, and no gap to or from it: "-", not inf or nan */
+        char gap[32], score[64];
+        double g = 100.0 * (best / first - 1.0);
+        snprintf(gap, sizeof gap, is_first ? "—" : isfinite(g) ? "%+.1f%%" : "-", g);
+        if (isfinite(best)) snprintf(score, sizeof score, is_acc ? "%.4f (%ld)" : "%.2f (%ld)", best, be);
+        else snprintf(score, sizeof score, "-");
+        printf("| %s | %s | %s | %s%s | %s | %s | %s | %s |\n", dirs[i], fam ? fam : "?", params ? params : "?", score,
+               n ? "" : " running", tp ? tp : "-", tw ? tw : "-", tok ? tok : "-", gap);
     }
     if (strcmp(plot, "none") != 0 && rc == GF_EXIT_OK) {
         gf_status ps = plot_runs(plot, dirs, nd);

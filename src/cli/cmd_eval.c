@@ -16,7 +16,15 @@ int gf_cmd_eval(int argc, char **argv) {
     const char *dir = NULL, *split = NULL, *which = "best";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--split") && i + 1 < argc) split = argv[++i];
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
+            split = argv[++i];
+            gf_split sp;
+            /* the train split has no word count (no per-word perplexity) and is not a held-out score */
+            if (gf_split_parse(split, &sp) || sp == GF_SPLIT_TRAIN) {
+                fprintf(stderr, "gflow eval: --split '%s': expected valid or test\n", split);
+                return GF_EXIT_USAGE;
+            }
+        }
         else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) {
             which = argv[++i];
             if (strcmp(which, "best") && strcmp(which, "last")) { fprintf(stderr, "gflow eval: --ckpt must be best or last\n"); return GF_EXIT_USAGE; }
@@ -36,12 +44,16 @@ int gf_cmd_eval(int argc, char **argv) {
         printf("%-14s %8s | confusion (rows gold, columns predicted)\n", "class", "acc");
         for (int g = 0; g < 3; g++) {
             int64_t n = res.confusion[g][0] + res.confusion[g][1] + res.confusion[g][2];
-            printf("%-14s %8.4f | %6lld %6lld %6lld\n", lab[g], n ? (double)res.confusion[g][g] / (double)n : NAN,
-                   (long long)res.confusion[g][0], (long long)res.confusion[g][1], (long long)res.confusion[g][2]);
+            char acc[16] = "-"; /* a class the split lacks has no accuracy (not "nan") */
+            if (n) snprintf(acc, sizeof acc, "%.4f", (double)res.confusion[g][g] / (double)n);
+            printf("%-14s %8s | %6lld %6lld %6lld\n", lab[g], acc, (long long)res.confusion[g][0],
+                   (long long)res.confusion[g][1], (long long)res.confusion[g][2]);
         }
     } else {
-        printf("split %s: %lld predicted tokens, loss %.4f, perplexity %.2f per token, %.2f per word\n",
-               split ? split : "(recipe)", (long long)res.n_tokens, res.loss, res.ppl, res.ppl_word);
+        printf("split %s: %lld predicted tokens, loss %.4f, perplexity %.2f per token", split ? split : "(recipe)",
+               (long long)res.n_tokens, res.loss, res.ppl);
+        if (!isnan(res.ppl_word)) printf(", %.2f per word", res.ppl_word); /* none without a word count */
+        printf("\n");
     }
     return GF_EXIT_OK;
 }

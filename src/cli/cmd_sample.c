@@ -173,10 +173,9 @@ static gf_status open_lm(const sample_opts *o, gf_session *s, gf_ids *ids) {
     if (!task->language_model)
         return gf_error_set(GF_E_INVALID, "%s: task '%s' is not a language model; `gflow sample` generates text with "
                             "language models only", path, task->name);
-    r.run.device = GF_DEV_CPU; /* generation (gflow/decoder.h) runs on the host, wherever it trained */
-    GF_TRY(gf_session_open(s, &r, 0));
-    GF_TRY(gf_ckpt_load(path, s->params, NULL));
-    GF_TRY(gf_tokenizer_encode(s->tok, o->prompt, strlen(o->prompt), ids));
+    GF_TRY(gf_session_open_ckpt(s, &r, path)); /* generation (gflow/decoder.h) runs on the host */
+    gf_status st = gf_tokenizer_encode(s->tok, o->prompt, strlen(o->prompt), ids);
+    if (st) return gf_error_wrap(st, "--prompt: "); /* the tokenizer's message names no input */
     if (ids->n == 0) return gf_error_set(GF_E_INVALID, "--prompt: the prompt encodes to no tokens");
     return GF_OK;
 }

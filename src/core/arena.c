@@ -11,8 +11,11 @@ static gf_arena_chunk *chunk_new(gf_arena *a, size_t cap) {
     void *base = NULL;
     if (!c || posix_memalign(&base, GF_ARENA_ALIGN, cap) != 0) {
         free(c);
-        gf_abort(__FILE__, __LINE__, "out of memory: step arena needs another %zu bytes "
-                 "(%zu in use, high-water %zu)", cap, a->used, a->high_water);
+        /* the step outgrew the machine (gf_session_memory_check is a lower bound): the user's
+         * sizes, not a bug, and no status reaches back out of the op that asked */
+        gf_fatal(GF_E_NOMEM, "the step's activations (the step arena): cannot allocate %.1f MiB more, %.1f MiB "
+                 "in use: lower [train] batch_size or [data] seq_len (or [eval] batch_size)",
+                 (double)cap / 1048576.0, (double)a->used / 1048576.0);
     }
     c->next = NULL;
     c->cap = cap;

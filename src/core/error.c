@@ -40,6 +40,17 @@ const char *gf_status_name(gf_status s) {
     return (s >= 0 && s < GF_E_COUNT) ? names[s] : "unknown";
 }
 
+GF_NORETURN void gf_fatal(gf_status code, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "gflow: error (%s): ", gf_status_name(code));
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
 GF_NORETURN void gf_abort(const char *file, int line, const char *fmt, ...) {
     fflush(stdout);
     fprintf(stderr, "gflow: internal error at %s:%d: ", file, line);

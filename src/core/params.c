@@ -22,10 +22,10 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
     if (p->n_items == p->cap_items) {
         p->cap_items = p->cap_items ? 2 * p->cap_items : 64;
         p->items = realloc(p->items, (size_t)p->cap_items * sizeof *p->items);
-        GF_ASSERT(p->items, "out of memory");
+        if (!p->items) gf_fatal(GF_E_NOMEM, "parameter table: out of memory adding %s", name);
     }
     gf_param *it = calloc(1, sizeof *it);
-    GF_ASSERT(it, "out of memory");
+    if (!it) gf_fatal(GF_E_NOMEM, "parameter %s: out of memory", name);
     snprintf(it->name, sizeof it->name, "%s", name);
     it->kind = kind;
     it->t.ndim = ndim;

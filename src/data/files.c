@@ -78,16 +78,14 @@ const char *gf_data_known_sha256(const char *basename) {
 }
 
 gf_status gf_data_verify(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return gf_error_set(GF_E_NOTFOUND, "%s: %s", path, strerror(errno));
+    /* a data file is hashed and read to its end: /dev/zero, /dev/urandom or a pipe never ends */
+    if (!S_ISREG(sb.st_mode)) return gf_error_set(GF_E_INVALID, "%s: not a regular file (a data file is read to its end)", path);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     const char *sha = gf_data_known_sha256(base);
-    if (!sha) {
-        struct stat sb;
-        if (stat(path, &sb) != 0)
-            return gf_error_set(GF_E_NOTFOUND, "%s: %s", path, strerror(errno));
-        return GF_OK;
-    }
-    return gf_sha256_verify(path, sha);
+    return sha ? gf_sha256_verify(path, sha) : GF_OK;
 }
 
 gf_status gf_split_parse(const char *s, gf_split *out) {

@@ -3,6 +3,8 @@
 // callers only ever see a gf_status and a message.
 #include "spm_wrap.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -47,7 +49,6 @@ extern "C" gf_status gf_spm_train(const char *input_path, const char *model_pref
         quiet_logging();
         std::unordered_map<std::string, std::string> kw = {
             {"input", input_path},
-            {"model_prefix", model_prefix},
             {"vocab_size", std::to_string(vocab_size)},
             {"model_type", model_type},
             {"num_threads", "2"},
@@ -56,7 +57,10 @@ extern "C" gf_status gf_spm_train(const char *input_path, const char *model_pref
             kw["user_defined_symbols"] = user_symbols;
             kw["unk_piece"] = "<sp_unk>";
         }
-        auto st = sentencepiece::SentencePieceTrainer::Train(kw);
+        // the model comes back in memory and is written here: SentencePiece's own write reports
+        // a full disk as "Internal: ... [output->Write()]", which named neither file nor cause
+        std::string proto;
+        auto st = sentencepiece::SentencePieceTrainer::Train(kw, nullptr, &proto);
         if (!st.ok()) {
             std::string msg = st.ToString();
             int64_t mx = parse_max_vocab(msg);
@@ -71,6 +75,14 @@ extern "C" gf_status gf_spm_train(const char *input_path, const char *model_pref
             return gf_error_set(GF_E_EXTERNAL, "sentencepiece training on %s failed: %s",
                                 input_path, msg.c_str());
         }
+        std::string path = std::string(model_prefix) + ".model";
+        FILE *f = std::fopen(path.c_str(), "wb");
+        bool ok = f && std::fwrite(proto.data(), 1, proto.size(), f) == proto.size() && std::fflush(f) == 0;
+        int err = ok ? 0 : errno;
+        if (f && std::fclose(f) != 0 && ok) ok = false, err = errno;
+        if (!ok)
+            return gf_error_set(GF_E_IO, "%s: cannot write the tokenizer trained on %s: %s", path.c_str(),
+                                input_path, std::strerror(err));
         return GF_OK;
     } catch (const std::bad_alloc &) {
         return gf_error_set(GF_E_NOMEM, "sentencepiece training on %s: out of memory", input_path);

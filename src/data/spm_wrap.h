@@ -19,8 +19,8 @@ extern "C" {
 
 typedef struct gf_spm gf_spm; /* a loaded SentencePieceProcessor */
 
-/* Train on the lines of `input_path`, writing `<model_prefix>.model` and
- * `.vocab`. model_type: "unigram" or "bpe". user_symbols: comma-separated
+/* Train on the lines of `input_path`, writing `<model_prefix>.model` (a failed
+ * write is GF_E_IO naming that file and errno's text). model_type: "unigram" or "bpe". user_symbols: comma-separated
  * pieces kept whole (NULL/"" for none); when given, SentencePiece's own
  * unknown piece is renamed "<sp_unk>" so a corpus symbol "<unk>" can be one
  * of them (WikiText-2's `<unk>` then encodes and decodes verbatim). When SentencePiece reports that

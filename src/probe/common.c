@@ -1,5 +1,6 @@
 /* common.c — opening a run for probing, output paths, gnuplot, prompt-pair files. */
 #include "probe_internal.h"
+#include "gflow/ini.h"
 #include "gflow/fs.h"
 #include "gflow/rundir.h"
 #include <ctype.h>
@@ -89,10 +90,10 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
                             p->ckpt, task->name);
     if (o->log) fprintf(stderr, "probe: %s (%s, %s, %lld layers)\n", p->ckpt, gf_family_name(r.model.family),
                         gf_block_name(r.model.block), (long long)r.model.n_layers);
-    r.run.device = GF_DEV_CPU; /* the probes read weights and activations on the host, wherever it trained */
-    GF_TRY(gf_session_open(&p->s, &r, 0));
+    /* the probes read weights and activations on the host, wherever it trained */
+    gf_status os = gf_session_open_ckpt(&p->s, &r, p->ckpt);
     p->open = 1;
-    GF_TRY(gf_ckpt_load(p->ckpt, p->s.params, NULL));
+    GF_TRY(os);
     p->s.ctx.training = 0; /* no dropout anywhere in the probes */
     p->L = r.data.seq_len;
     if (windows <= 0) return GF_OK;
@@ -171,26 +172,26 @@ gf_status gf_prompt_pairs_add(gf_prompt_pairs *p, const char *a, const char *b, 
 }
 
 gf_status gf_prompt_pairs_read(const char *path, gf_prompt_pairs *p) {
-    FILE *f = fopen(path, "r");
-    if (!f) return gf_error_set(GF_E_NOTFOUND, "%s: cannot open prompt-pair file: %s", path, strerror(errno));
-    char buf[4096];
-    int64_t line = 0;
+    gf_ini_lines src = {.f = fopen(path, "rb")};
+    if (!src.f) return gf_error_set(GF_E_NOTFOUND, "%s: cannot open prompt-pair file: %s", path, strerror(errno));
     gf_status st = GF_OK;
-    while (!st && fgets(buf, sizeof buf, f)) {
-        line++;
-        size_t n = strlen(buf);
-        if (n == sizeof buf - 1 && buf[n - 1] != '\n') { st = gf_error_set(GF_E_PARSE, "%s:%lld: line longer than %zu bytes", path, (long long)line, sizeof buf - 2); break; }
-        buf[strcspn(buf, "\r\n")] = 0;
+    char *buf;
+    /* bounded lines (gf_ini_raw_line): --pairs /dev/zero is refused at its first line */
+    while (!st && (buf = gf_ini_raw_line(&src))) {
+        const long long line = src.lineno;
+        if (src.bad) { st = gf_error_set(GF_E_PARSE, "%s:%lld: %s", path, line, src.bad); break; }
         const char *s = buf;
         while (isspace((unsigned char)*s)) s++;
         if (!*s || *s == '#') continue;
         char *tab = strchr(buf, '\t');
-        if (!tab) { st = gf_error_set(GF_E_PARSE, "%s:%lld: expected 'prompt A<TAB>prompt B', found no tab", path, (long long)line); break; }
-        if (strchr(tab + 1, '\t')) { st = gf_error_set(GF_E_PARSE, "%s:%lld: more than one tab; expected two fields", path, (long long)line); break; }
+        if (!tab) { st = gf_error_set(GF_E_PARSE, "%s:%lld: expected 'prompt A<TAB>prompt B', found no tab", path, line); break; }
+        if (strchr(tab + 1, '\t')) { st = gf_error_set(GF_E_PARSE, "%s:%lld: more than one tab; expected two fields", path, line); break; }
         *tab = 0;
         st = gf_prompt_pairs_add(p, buf, tab + 1, path, line);
     }
-    fclose(f);
+    if (!st && ferror(src.f)) st = gf_error_set(GF_E_IO, "%s: read error after line %d", path, src.lineno);
+    fclose(src.f);
+    gf_ini_lines_free(&src);
     if (!st && p->n == 0) st = gf_error_set(GF_E_PARSE, "%s: no prompt pairs in the file", path);
     return st;
 }

@@ -256,7 +256,11 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
     if (st) { gf_probe_close(&p); return st; }
     gf_lm *m = gf_session_lm(&p.s);
     const int64_t N = m->cfg.n_layers, D = m->cfg.d_model, L = p.L, BB = 8;
-    if (N < 2) { gf_probe_close(&p); return gf_error_set(GF_E_INVALID, "%s: curvature needs at least 2 layers", p.ckpt); }
+    if (N < 2) { /* the message before the close, which clears p.ckpt */
+        st = gf_error_set(GF_E_INVALID, "%s: curvature needs at least 2 layers (the run has %lld)", p.ckpt, (long long)N);
+        gf_probe_close(&p);
+        return st;
+    }
     gf_ctx_set_grad(&p.s.ctx, 0);
     curv_acc a;
     gf_tensor **hid = calloc((size_t)(N + 1), sizeof(gf_tensor *));

@@ -13,14 +13,47 @@ char *gf_ini_trim(char *s) {
     return s;
 }
 
+/* Next physical line of the file into l->buf (no newline), read no further than the limits so
+ * that /dev/zero or a binary stops at its first line. 0 at the end. */
+static int read_file_line(gf_ini_lines *l) {
+    size_t n = 0;
+    int c = 0;
+    const char *stop = NULL;
+    for (;;) {
+        if (n > GF_INI_MAX_LINE_BYTES) stop = "line longer than 65536 bytes";
+        else if (l->total >= GF_INI_MAX_FILE_BYTES) stop = "file larger than 1 MiB";
+        if ((c = getc(l->f)) == EOF) break;
+        if (stop) { /* more to read beyond a limit */
+            ungetc(c, l->f);
+            break;
+        }
+        l->total++;
+        if (c == '\n') break;
+        if (n + 2 > l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 256;
+            char *b = realloc(l->buf, cap);
+            if (!b) return 0;
+            l->buf = b;
+            l->cap = cap;
+        }
+        if (c == 0 && !l->bad) l->bad = "NUL byte in the line (a binary file?)";
+        l->buf[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return 0;
+    if (!l->buf) { /* an empty first line */
+        l->buf = malloc(256);
+        if (!l->buf) return 0;
+        l->cap = 256;
+    }
+    l->buf[n] = 0;
+    if (stop && c != EOF && !l->bad) l->bad = stop;
+    return 1;
+}
+
 /* Next physical line into l->buf (no newline). 0 at end. */
 static int read_line(gf_ini_lines *l) {
-    l->nul = 0;
-    if (l->f) {
-        ssize_t n = getline(&l->buf, &l->cap, l->f);
-        l->nul = n > 0 && memchr(l->buf, 0, (size_t)n) != NULL;
-        return n >= 0;
-    }
+    l->bad = NULL;
+    if (l->f) return read_file_line(l);
     if (!l->text || !*l->text) return 0;
     const char *nl = strchr(l->text, '\n');
     size_t n = nl ? (size_t)(nl - l->text) : strlen(l->text);
@@ -36,11 +69,16 @@ static int read_line(gf_ini_lines *l) {
     return 1;
 }
 
-char *gf_ini_next_line(gf_ini_lines *l) {
+char *gf_ini_raw_line(gf_ini_lines *l) {
     if (!read_line(l)) return NULL;
     l->lineno++;
-    char *s = l->buf;
-    s[strcspn(s, "\r\n")] = 0;
+    l->buf[strcspn(l->buf, "\r\n")] = 0;
+    return l->buf;
+}
+
+char *gf_ini_next_line(gf_ini_lines *l) {
+    char *s = gf_ini_raw_line(l);
+    if (!s) return NULL;
     if (l->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
         s += 3;
     while (is_ws(*s)) s++;

@@ -271,11 +271,12 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
  * section headers (inih reports no event for an empty section). */
 static char *reader(char *str, int num, void *stream) {
     file_ctx *fc = stream;
+    if (fc->err_line) return NULL; /* stop at the first error: a binary file is not read to its end */
     char *s = gf_ini_next_line(&fc->src);
     if (!s) return NULL;
     size_t n = strlen(s);
-    if (fc->src.nul) { /* inih would see the line cut at the NUL: "x = 64\0junk" as 64 */
-        fc_error(fc, GF_E_PARSE, "NUL byte in the line (a binary file?)");
+    if (fc->src.bad) { /* a NUL would cut the line inih sees: "x = 64\0junk" as 64 */
+        fc_error(fc, GF_E_PARSE, "%s", fc->src.bad);
         snprintf(str, (size_t)num, "[\n");
         return str;
     }

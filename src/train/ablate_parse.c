@@ -104,11 +104,12 @@ static void header(parse_ctx *pc, char *s) {
  * handled here (inih reports nothing for an empty section, and an empty [variant] is legal). */
 static char *reader(char *str, int num, void *stream) {
     parse_ctx *pc = stream;
+    if (pc->err_line) return NULL; /* stop at the first error: a binary file is not read to its end */
     char *s = gf_ini_next_line(&pc->src);
     if (!s) return NULL;
     size_t n = strlen(s);
-    if (pc->src.nul) { /* the line is cut at the NUL: refuse it rather than read half of it */
-        perr(pc, GF_E_PARSE, "NUL byte in the line (a binary file?)");
+    if (pc->src.bad) { /* a NUL would cut the line: refuse it rather than read half of it */
+        perr(pc, GF_E_PARSE, "%s", pc->src.bad);
         snprintf(str, (size_t)num, "\n");
         return str;
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,6 +91,49 @@ gf_status gf_session_device_check(const gf_recipe *r) {
     return GF_OK;
 }
 
+/* Bytes this process may still allocate: physical memory, or less under RLIMIT_AS (its soft
+ * limit less the address space already mapped); *why names the bound. */
+static double memory_available(const char **why) {
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    *why = "physical memory";
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return phys;
+    double mapped = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages = 0;
+    if (f && fscanf(f, "%lld", &pages) == 1) mapped = (double)pages * (double)sysconf(_SC_PAGE_SIZE);
+    if (f) fclose(f);
+    double as = (double)rl.rlim_cur - mapped;
+    if (as >= phys) return phys;
+    *why = "RLIMIT_AS, ulimit -v";
+    return as < 0 ? 0 : as;
+}
+
+/* A lower bound of one training step's memory: activations of tokens x n_layers and the
+ * parameters four times (weights, gradients, AdamW m and v). Calibrated on 2026-11-27 with
+ * `gflow bench --steps 1 --warmup 1` (fp32, CPU; arena_mb, and peak RSS by /usr/bin/time -v):
+ * the step arena held 23 KB per token and layer (quickstart, d_model 128, d_ff 512), 44 KB
+ * (wikitext2-transformer, 256/1024), 47 KB (wikitext2-12l) and 56 KB (snli); 12 d_model + 4 d_ff
+ * floats is 51-66 % of each (bf16 held more), so a step refused by it could not have run. */
+gf_status gf_session_memory_check(const gf_session *s, int64_t B) {
+    const gf_recipe *r = &s->r;
+    if (r->run.device != GF_DEV_CPU) return GF_OK; /* activations live on the GPU */
+    const double tokens = (double)B * (double)gf_session_tokens_per_row(s);
+    const double act = 4.0 * tokens * (double)r->model.n_layers * (12.0 * (double)r->model.d_model + 4.0 * (double)r->model.d_ff);
+    const double need = act + 16.0 * (double)s->params->n;
+    const char *why;
+    const double have = memory_available(&why);
+    if (need <= have) return GF_OK;
+    const int lm = s->task->language_model;
+    return gf_error_set(GF_E_NOMEM, "a training step needs at least %.1f GB, more than the %.1f GB this process may "
+                        "use (%s): batch %lld ([train] batch_size) x %lld tokens (%s) through %lld layers ([model] "
+                        "n_layers) of d_model %lld and d_ff %lld, and %lld parameters x 4 (AdamW); lower batch_size "
+                        "or %s", need / 1e9, have / 1e9, why, (long long)B, (long long)gf_session_tokens_per_row(s),
+                        lm ? "[data] seq_len" : "2 x [data] max_sentence_len", (long long)r->model.n_layers,
+                        (long long)r->model.d_model, (long long)r->model.d_ff, (long long)s->params->n,
+                        lm ? "seq_len" : "max_sentence_len");
+}
+
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
     memset(s, 0, sizeof *s);
     GF_TRY(gf_session_device_check(r));
@@ -135,6 +179,26 @@ gf_status gf_session_from_ckpt(gf_session *s, const char *path) {
     GF_TRY(gf_session_open_model(s, &r, vocab, 0));
     s->r.run.device = trained_on;
     return gf_ckpt_load(path, s->params, NULL);
+}
+
+gf_status gf_session_check_tokenizer(const gf_session *s, const char *path, const gf_ckpt_meta *m) {
+    const char *had = gf_ckpt_meta_get_kv(m, "tokenizer"), *now = gf_tokenizer_key(s->tok);
+    if (!had || !strcmp(had, now)) return GF_OK; /* a checkpoint from before the key was recorded */
+    return gf_error_set(GF_E_INVALID, "%s was trained with tokenizer %s, but the recipe's [tokenizer] now gives %s "
+                        "(its corpus or .model file changed): its token ids would mean other pieces; restore the "
+                        "tokenizer's files", path, had, now);
+}
+
+gf_status gf_session_open_ckpt(gf_session *s, const gf_recipe *r, const char *path) {
+    gf_recipe rc = *r;
+    rc.run.device = GF_DEV_CPU; /* read on the host, wherever it trained */
+    GF_TRY(gf_session_open(s, &rc, 0));
+    gf_ckpt_meta m;
+    gf_ckpt_meta_init(&m);
+    gf_status st = gf_ckpt_peek(path, &m);
+    if (!st) st = gf_session_check_tokenizer(s, path, &m);
+    gf_ckpt_meta_free(&m);
+    return st ? st : gf_ckpt_load(path, s->params, NULL);
 }
 
 gf_status gf_session_load_split(gf_session *s, gf_split split, int log) {

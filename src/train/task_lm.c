@@ -72,7 +72,11 @@ static gf_status alloc_batch(gf_session *s, int64_t B) {
     free(t->win);
     t->B = B;
     t->win = malloc((size_t)(B * (s->r.data.seq_len + 1)) * sizeof(int32_t));
-    if (!t->win) return gf_error_set(GF_E_NOMEM, "batch");
+    if (!t->win)
+        return gf_error_set(GF_E_NOMEM, "the batch's token windows: %lld rows ([train] batch_size) x %lld ids "
+                            "([data] seq_len + 1), %.1f MB: lower batch_size or seq_len", (long long)B,
+                            (long long)s->r.data.seq_len + 1,
+                            (double)B * (double)(s->r.data.seq_len + 1) * sizeof(int32_t) / 1e6);
     return GF_OK;
 }
 

@@ -65,7 +65,10 @@ static gf_status alloc_batch(gf_session *s, int64_t B) {
     t->pmask = malloc((size_t)(B * Ls) * sizeof(float));
     t->hmask = malloc((size_t)(B * Ls) * sizeof(float));
     t->labels = malloc((size_t)B * sizeof(int32_t));
-    if (!t->prem || !t->hyp || !t->pmask || !t->hmask || !t->labels) return gf_error_set(GF_E_NOMEM, "batch");
+    if (!t->prem || !t->hyp || !t->pmask || !t->hmask || !t->labels)
+        return gf_error_set(GF_E_NOMEM, "the batch's sentence pairs: %lld rows ([train] batch_size) x 2 x %lld ids "
+                            "and masks ([data] max_sentence_len), %.1f MB: lower batch_size or max_sentence_len",
+                            (long long)B, (long long)Ls, (double)B * (double)Ls * 16.0 / 1e6);
     return GF_OK;
 }
 

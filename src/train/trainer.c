@@ -85,7 +85,8 @@ static gf_status prepare(trainer *t, const gf_recipe *r) {
     if (!status) {
         t->B = r->train.batch_size;
         t->L = gf_session_tokens_per_row(&t->s);
-        status = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
+        status = gf_session_memory_check(&t->s, t->B);
+        if (!status) status = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
     }
     if (!status) status = gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log);
     if (!status && t->world > 1) status = gf_session_load_split(&t->s, GF_SPLIT_TEST, 0);
@@ -212,84 +213,12 @@ static gf_status check_data(const trainer *t, const gf_train_opts *o, const char
     return GF_OK;
 }
 
-/* The whole file, NUL-terminated (*n: its length); NULL with errno set on failure. */
-static char *read_text(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap + 1);
-    size_t got;
-    while (b && (got = fread(b + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *nb = realloc(b, 2 * cap + 1);
-            if (!nb) { free(b); b = NULL; errno = ENOMEM; break; }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    if (b && ferror(f)) { free(b); b = NULL; errno = EIO; }
-    fclose(f);
-    if (b) { b[len] = 0; *n = len; }
-    return b;
-}
-
-/* Skip '#' comment lines (the resolved text's first line names the build, which may change
- * between a run's processes); *line counts the lines of p passed. */
-static const char *skip_comments(const char *p, int *line) {
-    while (*p == '#') {
-        const char *nl = strchr(p, '\n');
-        if (!nl) return p + strlen(p);
-        p = nl + 1;
-        if (line) (*line)++;
-    }
-    return p;
-}
-
-/* 1 when the two recipe texts agree but for comment lines; *line: the first line of a that differs */
-static int recipes_match(const char *a, const char *b, int *line) {
-    *line = 1;
-    a = skip_comments(a, line);
-    b = skip_comments(b, NULL);
-    while (*a && *a == *b) {
-        if (*a == '\n') {
-            (*line)++;
-            a = skip_comments(a + 1, line);
-            b = skip_comments(b + 1, NULL);
-        } else {
-            a++;
-            b++;
-        }
-    }
-    return !*a && !*b;
-}
-
-/* 1 when two recipe texts parse to the same run (gf_recipe_same_run: [run] device and threads
- * aside, which a run may change when it resumes) */
-static int same_run_text(const char *a, const char *b) {
-    gf_recipe *ra = malloc(sizeof *ra), *rb = malloc(sizeof *rb);
-    int same = ra && rb && !gf_recipe_parse_text(a, "recipe.ini", NULL, 0, ra) &&
-               !gf_recipe_parse_text(b, "last.ckpt", NULL, 0, rb) && gf_recipe_same_run(ra, rb);
-    free(ra);
-    free(rb);
-    return same;
-}
-
 /* Resume: last.ckpt must be this run's (its recipe is the run's recipe.ini, byte for byte, or
  * they differ only where the run computes: [run] device, threads) and metrics.tsv at least as
  * long as the checkpoint recorded (it is cut back, never extended). */
 static gf_status check_resume(const trainer *t, const char *mpath, const char *cpath, const char *rpath) {
-    size_t n = 0;
-    char *ini = read_text(rpath, &n);
-    if (!ini) return gf_error_set(GF_E_IO, "%s: cannot read the run's recipe to check %s against: %s", rpath, cpath,
-                                  strerror(errno));
-    int line = 0;
-    const char *ck = t->ckpt_recipe ? t->ckpt_recipe : "";
-    int same = strlen(ini) == n && (recipes_match(ini, ck, &line) || same_run_text(ini, ck));
-    free(ini);
-    if (!same)
-        return gf_error_set(GF_E_INVALID, "%s does not belong to this run: its recipe differs from %s (from line %d): "
-                            "put the run's own checkpoint back, or start afresh with --overwrite", cpath, rpath, line);
+    GF_TRY(gf_run_ckpt_belongs(cpath, t->ckpt_recipe, rpath,
+                               "put the run's own checkpoint back, or start afresh with --overwrite"));
     struct stat st;
     if (stat(mpath, &st) != 0) return gf_error_set(GF_E_IO, "%s: %s (needed to resume)", mpath, strerror(errno));
     if ((int64_t)st.st_size < t->state.metrics_bytes)
@@ -489,7 +418,12 @@ static gf_status plan_run(trainer *t, const gf_train_opts *o) {
     path_in(t, "last.ckpt", cpath, sizeof cpath);
     gf_ckpt_meta m;
     gf_ckpt_meta_init(&m);
-    gf_status status = gf_ckpt_load(cpath, t->s.params, &m);
+    gf_status status = gf_ckpt_peek(cpath, &m);
+    /* the tokenizer follows its corpus, whose change --allow-data-change accepts (check_data) */
+    if (!status && !o->allow_data_change) status = gf_session_check_tokenizer(&t->s, cpath, &m);
+    gf_ckpt_meta_free(&m);
+    gf_ckpt_meta_init(&m);
+    if (!status) status = gf_ckpt_load(cpath, t->s.params, &m);
     if (!status && (m.optim.size != sizeof t->state || m.loader.size != sizeof(gf_loader_state) ||
                     m.rng.size != sizeof t->s.rng))
         status = gf_error_set(GF_E_CORRUPT, "%s: trainer state blobs have unexpected sizes (written by another "

@@ -43,6 +43,12 @@ static void exec_gflow(const char *const *args) {
 }
 
 void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args) {
+    rel_limits lim = {.fsize = fsize_limit};
+    rel_gflow_limited(res, &lim, args);
+}
+
+void rel_gflow_limited(rel_result *res, const rel_limits *lim, const char *const *args) {
+    const int64_t fsize_limit = lim->fsize;
     memset(res, 0, sizeof *res);
     char errp[700];
     snprintf(errp, sizeof errp, "%s/rel_stderr.%d", gf_test_tmpdir(), (int)getpid());
@@ -60,6 +66,11 @@ void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args) {
             struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
             setrlimit(RLIMIT_FSIZE, &rl);
         }
+        if (lim->as_bytes > 0) {
+            struct rlimit rl = {(rlim_t)lim->as_bytes, (rlim_t)lim->as_bytes};
+            setrlimit(RLIMIT_AS, &rl);
+        }
+        if (lim->seconds > 0) alarm((unsigned)lim->seconds); /* survives exec: SIGALRM ends a run that hangs */
         exec_gflow(args);
     }
     int status = 0;

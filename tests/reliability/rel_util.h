@@ -24,6 +24,13 @@ typedef struct rel_result {
  * fsize_limit > 0 sets RLIMIT_FSIZE in the child, with SIGXFSZ at its default disposition (kill),
  * as a user's shell leaves it. */
 void rel_gflow(rel_result *res, int64_t fsize_limit, const char *const *args);
+/* rel_gflow with more limits in the child (each 0 = none): RLIMIT_FSIZE as above, RLIMIT_AS,
+ * and a deadline after which SIGALRM kills it (res->signal SIGALRM: it did not finish). */
+typedef struct rel_limits {
+    int64_t fsize, as_bytes;
+    int seconds;
+} rel_limits;
+void rel_gflow_limited(rel_result *res, const rel_limits *lim, const char *const *args);
 /* Start `gflow ARGS...` in the background with stdout/stderr to log_path; returns the pid. */
 pid_t rel_gflow_spawn(const char *log_path, const char *const *args);
 

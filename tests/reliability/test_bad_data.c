@@ -278,3 +278,26 @@ GF_TEST(data, rel_spm_model_change_retokenizes) {
     GF_CHECK(rel_count_suffix(ca, ".tok") == 6, "%d token caches in %s, want 3 per model", rel_count_suffix(ca, ".tok"),
              ca);
 }
+
+/* Issue 35 item 1 for data files: a split or tokenizer corpus that is not a regular file
+ * (/dev/zero behind a symlink) is refused naming it; it was hashed and read without end. */
+GF_TEST(data, rel_data_file_not_regular_refused) {
+    char dd[800], p[900], set_dir[900];
+    snprintf(dd, sizeof dd, "%s/../devdata", rel_runs_dir());
+    mkdir(dd, 0755);
+    snprintf(set_dir, sizeof set_dir, "data.dir=%s", dd);
+    snprintf(p, sizeof p, "%s/train.txt", dd);
+    gf_test_write_corpus(p, 200, 1);
+    snprintf(p, sizeof p, "%s/test.txt", dd);
+    gf_test_write_corpus(p, 50, 2);
+    snprintf(p, sizeof p, "%s/valid.txt", dd);
+    unlink(p);
+    GF_REQUIRE(symlink("/dev/zero", p) == 0, "symlink %s", p);
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=devdata", "--set", set_dir,
+                       "--stop-after", "1", NULL};
+    rel_limits lim = {.seconds = 30};
+    rel_result res;
+    rel_gflow_limited(&res, &lim, a);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, p) && strstr(res.err, "not a regular file"),
+             "valid split -> /dev/zero: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+}

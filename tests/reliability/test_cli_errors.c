@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct cli_case {
     const char *recipe;  /* text of bad.ini: after "[run]\nbase = BASE\n" (line 3 on) unless full */
@@ -235,6 +236,59 @@ GF_TEST(smoke, rel_sample_refuses_nli_run) {
              "gflow sample on an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
 }
 
+/* Issue 35 item 2: `gflow compare` refuses to put a language-model run and an NLI run in one
+ * table (it divided a perplexity by an accuracy: "gap vs first -100.0%"), naming both runs;
+ * `gflow eval --split train` is a usage error naming the option (it printed "nan per word"); an
+ * NLI split without one class prints "-" for its accuracy, not "nan" (item 4). */
+GF_TEST(smoke, rel_compare_refuses_mixed_tasks) {
+    char dd[800], sd[900];
+    snli_data("snli-compare", NULL, dd, sizeof dd);
+    GF_REQUIRE(!gf_test_failed_now(), "SNLI files");
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=nli-compare", "--set",
+                       sd, "--set", "data.dataset=snli", "--set", "data.train_file=snli_train.txt", "--set",
+                       "data.valid_file=snli_dev.txt", "--set", "data.test_file=snli_test.txt", "--set",
+                       "data.max_sentence_len=12", "--set", "model.mix_heads=1", "--set", "train.max_steps=2", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "NLI run: %s", res.err);
+    const char *l[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=lm-compare", "--set",
+                       "train.max_steps=5", NULL};
+    rel_gflow(&res, 0, l);
+    GF_REQUIRE(res.exit_code == 0, "LM run: %s", res.err);
+    char lm[900], nli[900];
+    snprintf(lm, sizeof lm, "%s/lm-compare", rel_runs_dir());
+    snprintf(nli, sizeof nli, "%s/nli-compare", rel_runs_dir());
+    const char *c[] = {"compare", lm, nli, "--plot", "none", NULL};
+    rel_gflow(&res, 0, c);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, lm) && strstr(res.err, nli) &&
+                 strstr(res.err, "'nli'"),
+             "compare of an LM and an NLI run: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+    const char *e[] = {"eval", lm, "--ckpt", "last", "--split", "train", NULL};
+    rel_gflow(&res, 0, e);
+    GF_CHECK(res.exit_code == 2 && res.err_lines == 1 && strstr(res.err, "--split") && strstr(res.err, "train"),
+             "eval --split train: exit %d: %s", res.exit_code, res.err);
+    /* item 4: a test split without one class prints no "nan" accuracy for it */
+    char tp[1000], cmd[3000], out[1000];
+    snprintf(tp, sizeof tp, "%s/snli_test.txt", dd);
+    char *text = gf_test_slurp(tp, NULL);
+    GF_REQUIRE(text, "%s", tp);
+    FILE *f = fopen(tp, "w");
+    GF_REQUIRE(f, "%s", tp);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "contradiction\t", 14)) fprintf(f, "%s\n", line);
+    fclose(f);
+    free(text);
+    snprintf(out, sizeof out, "%s/../eval-nli.out", rel_runs_dir());
+    snprintf(cmd, sizeof cmd, "'%s' eval '%s' --ckpt last --split test > '%s' 2>&1", rel_gflow_exe(), nli, out);
+    int rc = system(cmd);
+    char *o = gf_test_slurp(out, NULL);
+    GF_CHECK(rc == 0 && o && strstr(o, "contradiction") && !strstr(o, "nan"), "eval of a split without one class: %s",
+             o ? o : "");
+    free(o);
+}
+
 /* [data] skip_bad_rows: a malformed train row stops an SNLI run at its file:line; with the key
  * set the run counts it as skipped and trains */
 GF_TEST(smoke, rel_snli_skip_bad_rows) {
@@ -300,4 +354,72 @@ GF_TEST(smoke, rel_help_options_are_accepted) {
         }
     }
     GF_CHECK(nopts > 40, "%d advertised options found: the help parsing is broken", nopts);
+}
+
+/* Issue 35 item 4: a message names what it is about: `probe curvature` on a one-layer run named
+ * no checkpoint (": curvature needs at least 2 layers"; the name was read after the probe's
+ * close had cleared it). Item 1: its --pairs file is read within bounds. */
+GF_TEST(smoke, rel_probe_one_layer_names_the_run) {
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=one-layer", "--set",
+                       "model.n_layers=1", "--stop-after", "3", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "one-layer run: %s", res.err);
+    char d[900], ck[1000], want[1100];
+    snprintf(d, sizeof d, "%s/one-layer", rel_runs_dir());
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    snprintf(want, sizeof want, "%s: curvature needs at least 2 layers", ck);
+    const char *p[] = {"probe", "curvature", d, "--ckpt", "last", "--no-plot", NULL};
+    rel_gflow(&res, 0, p);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, want), /* after the probe's progress lines */
+             "probe curvature on one layer: exit %d, want one line with '%s': %s", res.exit_code, want, res.err);
+    /* item 1's bounded reading for the prompt-pair file: --pairs /dev/zero looped forever */
+    const char *z[] = {"probe", "curvature", d, "--ckpt", "last", "--no-plot", "--pairs", "/dev/zero", NULL};
+    rel_limits lim = {.seconds = 30};
+    rel_gflow_limited(&res, &lim, z);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "/dev/zero:1: NUL"),
+             "probe --pairs /dev/zero: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+}
+
+/* Issue 35 item 4: no NaN or infinity printed as a result: `compare` on a run with no validation
+ * row yet printed "inf (-1)" and a gap of "nan%"; it shows "-". */
+GF_TEST(smoke, rel_compare_prints_no_inf_or_nan) {
+    const char *l[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=cmp-done", "--set",
+                       "train.max_steps=5", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, l);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    char done[900], fresh[900], met[1000], cmd[3000], out[900];
+    snprintf(done, sizeof done, "%s/cmp-done", rel_runs_dir());
+    snprintf(fresh, sizeof fresh, "%s/cmp-fresh", rel_runs_dir());
+    snprintf(met, sizeof met, "%s/metrics.tsv", fresh);
+    mkdir(fresh, 0755);
+    gf_test_write_text(met, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n");
+    snprintf(out, sizeof out, "%s/../compare.out", rel_runs_dir());
+    for (int order = 0; order < 2; order++) {
+        snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s' --plot none > '%s' 2>&1", rel_gflow_exe(),
+                 order ? done : fresh, order ? fresh : done, out);
+        int rc = system(cmd);
+        char *t = gf_test_slurp(out, NULL);
+        GF_CHECK(rc == 0 && t && !strstr(t, "inf") && !strstr(t, "nan") && strstr(t, "| - running |"),
+                 "compare with a run without validation rows (order %d): %s", order, t ? t : "");
+        free(t);
+    }
+}
+
+/* Issue 35 item 4: a library's message names the input it concerns: a prompt word the word
+ * tokenizer cannot encode is reported for --prompt, not as a bare "word '...' is not in the
+ * vocabulary". */
+GF_TEST(smoke, rel_sample_prompt_error_names_the_option) {
+    const char *t[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=prompt-err",
+                       "--stop-after", "3", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, t);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    char d[900];
+    snprintf(d, sizeof d, "%s/prompt-err", rel_runs_dir());
+    const char *s[] = {"sample", d, "--ckpt", "last", "--prompt", "zzqxj", "--tokens", "2", NULL};
+    rel_gflow(&res, 0, s);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "--prompt: ") && strstr(res.err, "zzqxj"),
+             "sample with an unknown prompt word: exit %d: %s", res.exit_code, res.err);
 }

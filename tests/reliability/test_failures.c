@@ -307,3 +307,20 @@ GF_TEST(smoke, rel_checkpoint_symlink_loop_named) {
     }
     GF_CHECK(access(out, F_OK) != 0, "export wrote %s", out);
 }
+
+/* Issue 35 item 4: a tokenizer whose model cannot be written (RLIMIT_FSIZE here, a full disk
+ * alike) is an error naming the model file and errno's text, not "sentencepiece training on
+ * <corpus> failed: Internal: ..." (which blamed the corpus). */
+GF_TEST(smoke, rel_tokenizer_write_failure_names_the_model) {
+    char cache[900], set_cache[1000];
+    snprintf(cache, sizeof cache, "%s/../spm-full", rel_runs_dir());
+    snprintf(set_cache, sizeof set_cache, "tokenizer.cache_dir=%s", cache);
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=spm-full", "--set", set_cache, "--set",
+                       "tokenizer.kind=spm", "--set", "tokenizer.vocab_size=60", "--stop-after", "1", NULL};
+    rel_result res;
+    rel_gflow(&res, 1000, a); /* bytes: smaller than the model */
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, cache) && strstr(res.err, ".model") &&
+                 strstr(res.err, "File too large") && !strstr(res.err, "Internal"),
+             "spm model write under RLIMIT_FSIZE: exit %d (signal %d): %s", res.exit_code, res.signal, res.err);
+    GF_CHECK(rel_count_suffix(cache, ".model") == 0, "a partial model was left in %s", cache);
+}

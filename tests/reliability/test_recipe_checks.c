@@ -67,6 +67,42 @@ GF_TEST(unit, rel_recipe_nul_byte_refused) {
              "ablation file with a NUL byte: exit %d: %s", res.exit_code, res.err);
 }
 
+/* Issue 35 item 1: a recipe is read with a size limit and refused at its first bad line, so
+ * `gflow train /dev/zero` (a NUL line without end) and /dev/urandom (a NUL or a syntax error on
+ * an early line, then more forever) stop at once instead of reading and growing forever. */
+static void check_bounded(const char *cmd, const char *path, const char *needle) {
+    const char *args[] = {cmd, path, "--quiet", cmd[0] == 'a' ? "--dry-run" : "--stop-after", cmd[0] == 'a' ? NULL : "1",
+                          NULL};
+    rel_limits lim = {.as_bytes = (int64_t)4 << 30, .seconds = 30};
+    rel_result res;
+    rel_gflow_limited(&res, &lim, args);
+    char want[900];
+    snprintf(want, sizeof want, "%s:", path);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, want) && strstr(res.err, needle),
+             "gflow %s %s: exit %d (signal %d), want 1 and one line naming '%s' and '%s': %.300s", cmd, path,
+             res.exit_code, res.signal, want, needle, res.err);
+}
+
+GF_TEST(unit, rel_recipe_read_is_bounded) {
+    check_bounded("train", "/dev/zero", "NUL");
+    check_bounded("train", "/dev/urandom", "");
+    check_bounded("ablate", "/dev/zero", "NUL");
+    char p[800];
+    snprintf(p, sizeof p, "%s/../long-line.ini", rel_runs_dir());
+    size_t n = 100000;
+    char *t = malloc(2 * 1024 * 1024 + 16);
+    GF_REQUIRE(t != NULL, "malloc");
+    memset(t, '#', n); /* a comment line, harmless but for its length */
+    t[n] = '\n';
+    gf_test_write_file(p, t, n + 1);
+    check_bounded("train", p, "long-line.ini:1: line longer than 65536 bytes");
+    snprintf(p, sizeof p, "%s/../huge.ini", rel_runs_dir());
+    for (size_t i = 0; i < 2 * 1024 * 1024; i += 8) memcpy(t + i, "# line.\n", 8);
+    gf_test_write_file(p, t, 2 * 1024 * 1024);
+    check_bounded("train", p, "huge.ini:131073: file larger than 1 MiB");
+    free(t);
+}
+
 /* Item 10: run.name is one path component; "../x" would write beside out_dir, "/x" under it. */
 GF_TEST(unit, rel_run_name_one_component) {
     static const recipe_case cases[] = {

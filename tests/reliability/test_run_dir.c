@@ -91,21 +91,28 @@ static void copy_file(const char *from, const char *to) {
     free(b);
 }
 
+/* Two runs stopped at step 12, own and foreign (another model shape): own's directory, the two
+ * last.ckpt paths and own's recipe.ini (buffers of 800 and 900 bytes). */
+static void two_runs(const char *own, const char *foreign, char *a, char *cka, char *ckb, char *rec) {
+    rel_result res;
+    dir_of(a, 800, own);
+    train_stopped(&res, own, "12", NULL);
+    GF_CHECK(res.exit_code == 0, "run %s: %s", own, res.err);
+    train_stopped(&res, foreign, "12", "model.d_model=16");
+    GF_CHECK(res.exit_code == 0, "run %s: %s", foreign, res.err);
+    snprintf(cka, 900, "%s/last.ckpt", a);
+    snprintf(ckb, 900, "%s/%s/last.ckpt", rel_runs_dir(), foreign);
+    snprintf(rec, 900, "%s/recipe.ini", a);
+}
+
 /* Item 2: a last.ckpt of another run (another model shape) in a run directory is refused on
  * --resume, naming the checkpoint and the run's recipe.ini; nothing in the directory changes. */
 GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
     rel_result res;
-    char a[800], b[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
-    dir_of(a, sizeof a, "own");
-    dir_of(b, sizeof b, "foreign");
-    train_stopped(&res, "own", "12", NULL);
-    GF_REQUIRE(res.exit_code == 0, "run own: %s", res.err);
-    train_stopped(&res, "foreign", "12", "model.d_model=16");
-    GF_REQUIRE(res.exit_code == 0, "run foreign: %s", res.err);
-    snprintf(cka, sizeof cka, "%s/last.ckpt", a);
-    snprintf(ckb, sizeof ckb, "%s/last.ckpt", b);
+    char a[800], cka[900], ckb[900], met[900], keep[900], mkeep[900], rec[900];
+    two_runs("own", "foreign", a, cka, ckb, rec);
+    GF_REQUIRE(!gf_test_failed_now(), "the two runs");
     snprintf(met, sizeof met, "%s/metrics.tsv", a);
-    snprintf(rec, sizeof rec, "%s/recipe.ini", a);
     copy_file(ckb, cka);
     snprintf(keep, sizeof keep, "%s/own-ckpt-copy", rel_runs_dir());
     snprintf(mkeep, sizeof mkeep, "%s/own-metrics-copy", rel_runs_dir());
@@ -131,6 +138,78 @@ GF_TEST(smoke, rel_resume_refuses_foreign_checkpoint) {
     const char *r2[] = {"train", "--resume", a, "--quiet", "--stop-after", "15", NULL};
     rel_gflow(&res, 0, r2);
     GF_CHECK(res.exit_code == 0, "resume on its own checkpoint: exit %d, stderr: %s", res.exit_code, res.err);
+}
+
+/* Issue 35 item 2: every command that opens a run's checkpoint checks what --resume checks
+ * (gf_run_ckpt_path, src/train/runcheck.c): another run's last.ckpt copied into a run directory
+ * is refused by eval, export, sample, probe and info, with one line naming the checkpoint and
+ * the run's recipe.ini; the run's own last.ckpt, put back, evaluates. */
+GF_TEST(smoke, rel_commands_refuse_foreign_checkpoint) {
+    rel_result res;
+    char a[800], cka[900], ckb[900], rec[900], out[900];
+    two_runs("own-cmds", "foreign-cmds", a, cka, ckb, rec);
+    GF_REQUIRE(!gf_test_failed_now(), "the two runs");
+    snprintf(out, sizeof out, "%s/../foreign.safetensors", rel_runs_dir());
+    char keep[900];
+    snprintf(keep, sizeof keep, "%s/own-cmds-ckpt", rel_runs_dir());
+    copy_file(cka, keep);
+    copy_file(ckb, cka);
+    const char *cmds[][9] = {
+        {"eval", a, "--ckpt", "last", NULL},
+        {"eval", cka, NULL},
+        {"export", a, out, "--ckpt", "last", NULL},
+        {"sample", a, "--ckpt", "last", "--prompt", "the", "--tokens", "2", NULL},
+        {"probe", "pca", a, "--ckpt", "last", "--no-plot", NULL},
+        {"info", a, NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        rel_gflow(&res, 0, cmds[i]);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, cka) && strstr(res.err, rec) &&
+                     strstr(res.err, "does not belong"),
+                 "gflow %s %s on another run's last.ckpt: exit %d (signal %d): %s", cmds[i][0], cmds[i][1],
+                 res.exit_code, res.signal, res.err);
+    }
+    GF_CHECK(access(out, F_OK) != 0, "export wrote %s", out);
+    copy_file(keep, cka);
+    const char *own[] = {"eval", a, "--ckpt", "last", NULL};
+    rel_gflow(&res, 0, own);
+    GF_CHECK(res.exit_code == 0, "eval of the run's own last.ckpt: exit %d: %s", res.exit_code, res.err);
+}
+
+/* Issue 35 item 2: a checkpoint evaluates only with the tokenizer it was trained with: the
+ * tokenizer corpus changed under a run (its key follows the corpus's sha256) makes eval and
+ * sample refuse with one line naming the checkpoint and both tokenizer keys. */
+GF_TEST(smoke, rel_commands_refuse_other_tokenizer) {
+    char dd[800], sd[900], p[900], q[900], d[800], ck[900];
+    snprintf(dd, sizeof dd, "%s/../tok-data", rel_runs_dir());
+    mkdir(dd, 0755);
+    static const char *files[] = {"train.txt", "valid.txt", "test.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", rel_data_dir(), files[i]);
+        snprintf(q, sizeof q, "%s/%s", dd, files[i]);
+        copy_file(p, q);
+    }
+    snprintf(sd, sizeof sd, "data.dir=%s", dd);
+    rel_result res;
+    train_stopped(&res, "tok-changed", "6", sd);
+    GF_REQUIRE(res.exit_code == 0, "run tok-changed: %s", res.err);
+    snprintf(q, sizeof q, "%s/train.txt", dd);
+    FILE *f = fopen(q, "a");
+    GF_REQUIRE(f, "append to %s", q);
+    fputs("the the the\n", f);
+    fclose(f);
+    dir_of(d, sizeof d, "tok-changed");
+    snprintf(ck, sizeof ck, "%s/last.ckpt", d);
+    const char *cmds[][9] = {
+        {"eval", d, "--ckpt", "last", NULL},
+        {"sample", d, "--ckpt", "last", "--prompt", "the", "--tokens", "2", NULL},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        rel_gflow(&res, 0, cmds[i]);
+        GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, ck) && strstr(res.err, "tokenizer word:"),
+                 "gflow %s after the tokenizer corpus changed: exit %d (signal %d): %s", cmds[i][0], res.exit_code,
+                 res.signal, res.err);
+    }
 }
 
 /* Item 3: a metrics.tsv shorter than the checkpoint recorded is refused on --resume (never

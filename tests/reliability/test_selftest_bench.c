@@ -66,3 +66,36 @@ GF_TEST(smoke, bench_cpu_figures_agree) {
              train, 3 * fwd * B * L);
     free(t);
 }
+
+/* Issue 35 item 3: a step that cannot fit is refused before the first step, with exit 1 and one
+ * line naming the keys and the estimate against what the process may use
+ * (gf_session_memory_check); a step that passes that lower bound and still runs out is one
+ * error line naming the step arena, not an abort (exit 134); a batch of 10^9 rows names
+ * batch_size and the size. */
+static void check_refusal(const rel_limits *lim, const char *const *args, const char *n1, const char *n2) {
+    rel_result res;
+    rel_gflow_limited(&res, lim, args);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, n1) && strstr(res.err, n2),
+             "gflow %s %s %s %s: exit %d (signal %d), want 1 and one line with '%s' and '%s': %s", args[0], args[1],
+             args[2], args[3], res.exit_code, res.signal, n1, n2, res.err);
+}
+
+GF_TEST(smoke, rel_step_memory_checked_before_first_step) {
+    const char *huge[] = {"train", rel_base_recipe(), "--quiet", "--set", "train.batch_size=1000000000", "--set",
+                          "run.name=huge-batch", NULL};
+    rel_limits none = {.seconds = 120};
+    check_refusal(&none, huge, "[train] batch_size", "1000000000");
+#if defined(__SANITIZE_ADDRESS__)
+    gf_test_skip("RLIMIT_AS cases: ASan reserves terabytes of address space");
+#else
+    /* 2,000,000 KiB as `ulimit -v 2000000`; bench of the base model (d 32, 2 layers, seq_len 16) */
+    rel_limits as = {.as_bytes = 2000000LL * 1024, .seconds = 120};
+    const char *big[] = {"bench", rel_base_recipe(), "--batch", "100000", "--peak-n", "0", "--steps", "1", NULL};
+    check_refusal(&as, big, "batch_size", "RLIMIT_AS");
+    check_refusal(&as, big, "seq_len", "d_model");
+    /* the lower bound (1.0 GB) passes, the step's arena does not fit in what is left */
+    const char *arena[] = {"bench", rel_base_recipe(), "--batch", "12000", "--peak-n", "0", "--steps", "1",
+                           "--warmup", "0", NULL};
+    check_refusal(&as, arena, "step arena", "batch_size");
+#endif
+}
