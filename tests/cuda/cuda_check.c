@@ -154,8 +154,8 @@ int check_case(op_case *c) {
         }
     }
     if (!bad) {
-        const double gtol = c->grad_tol > 0 ? c->grad_tol : TOL;
-        bad += compare(c->what, "forward", out[0], yc_data, nout);
+        const double gtol = c->tol > 0 ? c->tol : TOL, ftol = c->fwd_tol > 0 ? c->fwd_tol : gtol;
+        bad += compare_from_tol(c->what, "forward", out[0], yc_data, NULL, nout, ftol);
         for (int i = 0; i < c->n_in; i++) {
             char part[64];
             snprintf(part, sizeof part, "grad of input %d", i);

@@ -68,7 +68,7 @@ static int run_loss_case(const loss_case *k, uint64_t seed) {
     loss_user u = {.tg = tg, .ignore = k->ignore, .no_grad = k->no_grad, .cnt = {-1, -2}};
     op_case c = {.what = k->head ? (k->precision ? "head_ce bf16" : "head_ce") : "cross_entropy",
                  .f = k->head ? b_head : b_ce, .user = &u, .precision = k->precision,
-                 .grad_tol = k->precision ? BF16_GRAD_TOL : 0};
+                 .tol = k->precision ? BF16_TOL : 0};
     int64_t s[3] = {k->s[0], k->s[1], 0};
     if (k->head) {
         int64_t se[2] = {k->V, k->D};

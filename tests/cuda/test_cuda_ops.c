@@ -49,7 +49,8 @@ static void linear_cases(gf_precision prec) {
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         op_case c = {.what = prec ? "linear bf16" : "linear", .f = k[i].bias ? b_linear : b_linear_nob,
-                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
+                     .precision = prec, .tol = prec ? BF16_TOL : 0,
+                     .fwd_tol = TOL}; /* x and W are leaves: the same rounding on both */
         int64_t in_w = k[i].s[k[i].nd - 1], sw[2] = {k[i].out, in_w}, sb[1] = {k[i].out};
         add_input(&c, k[i].nd, k[i].s, 10 + i, 1.0f);
         add_input(&c, 2, sw, 20 + i, 0.3f);

@@ -54,7 +54,7 @@ static void plucker_mix_cases(gf_precision prec, size_t n) {
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0] && i < n; i++) {
         op_case c = {.what = prec ? "plucker_mix bf16" : "plucker_mix", .f = b_pm, .user = (void *)&k[i].u,
-                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
+                     .precision = prec, .tol = prec ? BF16_TOL : 0};
         int64_t P = k[i].R * (k[i].R - 1) / 2, sz[3] = {k[i].B, k[i].L, k[i].R}, sw[2] = {k[i].D, P}, sb[1] = {k[i].D};
         add_input(&c, 3, sz, 200 + i, 1.0f);
         add_input(&c, 2, sw, 220 + i, 0.3f);
@@ -139,7 +139,7 @@ static void plucker_window_cases(gf_precision prec, size_t n) {
         float *mask = k[i].mask ? make_mask(k[i].B, k[i].L, k[i].mask) : NULL;
         u.mask = mask;
         op_case c = {.what = prec ? "plucker_window bf16" : "plucker_window", .f = b_pw, .user = &u,
-                     .precision = prec, .grad_tol = prec ? BF16_GRAD_TOL : 0};
+                     .precision = prec, .tol = prec ? BF16_TOL : 0};
         int64_t P = k[i].R * (k[i].R - 1) / 2, sz[3] = {k[i].B, k[i].L, k[i].R}, sw[2] = {k[i].D, P / u.heads},
                 sb[1] = {k[i].D};
         add_input(&c, 3, sz, 300 + i, 1.0f);
