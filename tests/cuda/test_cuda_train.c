@@ -457,9 +457,9 @@ static void steps_match_in(const char *family, gf_precision prec, double tol) {
 GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match_in("grassmann", GF_PREC_FP32, 1e-4); }
 GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer", GF_PREC_FP32, 1e-4); }
 /* [run] precision = bf16 on both devices: the same rounded products; a GEMM input computed on each
- * device flips its bf16 rounding now and then (cuda_check.h, BF16_TOL), so the bound is 20x
- * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3) */
-GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 2e-3); }
+ * device flips its bf16 rounding now and then (cuda_check.h, BF16_TOL), so the bound is 30x
+ * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3, 1.3e-2 under ASan) */
+GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 3e-3); }
 
 /* metrics.tsv's loss column row by row: the same rows (step, split), losses within tol */
 static void metrics_close(const char *a_dir, const char *b_dir, double tol) {
