@@ -40,10 +40,12 @@ static int read_file_line(gf_ini_lines *l) {
         l->buf[n++] = (char)c;
     }
     if (c == EOF && n == 0) return 0;
-    if (!l->buf) { /* an empty first line */
-        l->buf = malloc(256);
-        if (!l->buf) return 0;
-        l->cap = 256;
+    if (n + 1 > l->cap) { /* an empty first line (the loop grows the buffer before it fills) */
+        size_t cap = n + 1 > 256 ? n + 1 : 256;
+        char *b = realloc(l->buf, cap);
+        if (!b) return 0;
+        l->buf = b;
+        l->cap = cap;
     }
     l->buf[n] = 0;
     if (stop && c != EOF && !l->bad) l->bad = stop;
