@@ -19,6 +19,52 @@ int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_ablate(int argc, char **argv);
 int gf_cmd_probe(int argc, char **argv);
 
+/* One command's command line (src/cli/args.c): getopt_long's table and the --help text are both
+ * made from this, so the parser and the help cannot disagree. `--opt value` and `--opt=value`,
+ * unique prefixes of a long name, options before or after the arguments, `--` ends the options;
+ * -h/--help is every command's. */
+typedef struct gf_cli_opt {
+    int key;          /* > 0: what gf_cli_next returns for this option */
+    const char *name; /* long name without "--" */
+    const char *arg;  /* placeholder of its value ("N", "RUN_DIR", "best|last"); NULL: a flag */
+    const char *help; /* one line, or more separated by '\n' (aligned under the first in --help) */
+} gf_cli_opt;
+
+typedef struct gf_cli_spec {
+    const char *name;       /* the command: "train" */
+    const char *usage;      /* synopsis lines, each printed after "gflow NAME ", '\n' between them */
+    const char *about;      /* description, printed as it is after the synopsis (NULL: none) */
+    const gf_cli_opt *opts; /* ends with {0} */
+    const char *more;       /* printed after the option list (NULL: none) */
+} gf_cli_spec;
+
+#define GF_CLI_MAX_OPTS 32
+enum { GF_CLI_END = 0, GF_CLI_HELP = -1, GF_CLI_USAGE = -2 };
+
+typedef struct gf_cli {
+    const gf_cli_spec *spec;
+    int argc;
+    char **argv;
+    int n_opts, started;
+    char **pos; /* the arguments that are not options, in order, once gf_cli_next returned GF_CLI_END */
+    int n_pos;
+} gf_cli;
+
+void gf_cli_begin(gf_cli *p, const gf_cli_spec *spec, int argc, char **argv);
+/* The next option: its key (> 0) and *val (NULL for a flag); GF_CLI_END when none is left
+ * (p->pos then holds the arguments); GF_CLI_HELP once --help has been printed; GF_CLI_USAGE once
+ * a message naming the option has been printed (unknown, ambiguous, a value missing or given to
+ * a flag). */
+int gf_cli_next(gf_cli *p, const char **val);
+/* after GF_CLI_END: between lo and hi arguments, else a usage message naming the extra one or
+ * what is missing (`what`, e.g. "a recipe file"); 1 when they are there */
+int gf_cli_args(const gf_cli *p, int lo, int hi, const char *what);
+/* print "gflow NAME: <message>" and the pointer to --help on stderr; returns GF_EXIT_USAGE */
+int gf_cli_usage(const gf_cli_spec *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_cli_help(const gf_cli_spec *spec, FILE *f);
+/* the exit code for gf_cli_next's GF_CLI_HELP and GF_CLI_USAGE */
+static inline int gf_cli_exit(int k) { return k == GF_CLI_HELP ? GF_EXIT_OK : GF_EXIT_USAGE; }
+
 /* Numeric option values (src/cli/args.c): parse all of v as a number in [lo, hi] (a real must
  * also be finite) into *out and return 1; else print "gflow CMD: OPT needs ..., got 'V'" and
  * return 0 (the caller exits GF_EXIT_USAGE). */

@@ -11,24 +11,30 @@
 static volatile int stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
-static void help(void) {
-    printf("usage: gflow ablate FILE [--only VARIANT]... [--dry-run] [--report] [--quiet]\n\n"
-           "  Runs every variant of an ablation file (see recipes/ablations/) as its own run directory,\n"
-           "  <out_dir>/<name>/<variant> (or <variant>-seed<N> when the file lists seeds). The implicit\n"
-           "  variant \"base\" (the base recipe unchanged) runs first. Finished runs (summary.tsv) are\n"
-           "  skipped, interrupted ones (last.ckpt) resumed, the rest started; every variant's recipe\n"
-           "  is checked before anything runs. Ctrl-C stops the current run resumably (exit 130);\n"
-           "  running the same command again continues.\n"
-           "  Afterwards <out_dir>/<name>/ holds summary.tsv, summary.md (one row per variant: params,\n"
-           "  best validation PPL (mean ± std over seeds), best epoch/step, test PPL, per-word PPL,\n"
-           "  change vs base, tokens/s; \"not run\" for the rest), curves.tsv and curves.png.\n\n"
-           "  --only VARIANT   train only this variant (repeatable; the summary still lists all)\n"
-           "  --dry-run        print the plan (skip / resume / start per run) and exit\n"
-           "  --report         only rewrite summary and curves from what the run directories hold\n"
-           "  --quiet          no progress lines\n"
-           "  --stop-after N   (testing) stop each run resumably after N optimizer steps in total\n\n"
-           "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n");
-}
+enum { O_ONLY = 1, O_DRY_RUN, O_REPORT, O_QUIET, O_STOP_AFTER };
+static const gf_cli_opt k_opts[] = {
+    {O_ONLY, "only", "VARIANT", "train only this variant (repeatable; the summary still lists all)"},
+    {O_DRY_RUN, "dry-run", NULL, "print the plan (skip / resume / start per run) and exit"},
+    {O_REPORT, "report", NULL, "only rewrite summary and curves from what the run directories hold"},
+    {O_QUIET, "quiet", NULL, "no progress lines"},
+    {O_STOP_AFTER, "stop-after", "N", "(testing) stop each run resumably after N optimizer steps in total"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "ablate",
+    "FILE [--only VARIANT]... [--dry-run] [--report] [--quiet]",
+    "  Runs every variant of an ablation file (see recipes/ablations/) as its own run directory,\n"
+    "  <out_dir>/<name>/<variant> (or <variant>-seed<N> when the file lists seeds). The implicit\n"
+    "  variant \"base\" (the base recipe unchanged) runs first. Finished runs (summary.tsv) are\n"
+    "  skipped, interrupted ones (last.ckpt) resumed, the rest started; every variant's recipe\n"
+    "  is checked before anything runs. Ctrl-C stops the current run resumably (exit 130);\n"
+    "  running the same command again continues.\n"
+    "  Afterwards <out_dir>/<name>/ holds summary.tsv, summary.md (one row per variant: params,\n"
+    "  best validation PPL (mean ± std over seeds), best epoch/step, test PPL, per-word PPL,\n"
+    "  change vs base, tokens/s; \"not run\" for the rest), curves.tsv and curves.png.\n",
+    k_opts,
+    "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n",
+};
 
 static const char *state_name(gf_ablate_state s) {
     switch (s) {
@@ -82,24 +88,22 @@ int gf_cmd_ablate(int argc, char **argv) {
     const char **only = calloc((size_t)argc, sizeof *only);
     int n_only = 0, dry = 0, report_only = 0;
     gf_ablate_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); free(only); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--only") && i + 1 < argc) only[n_only++] = argv[++i];
-        else if (!strncmp(a, "--only=", 7)) only[n_only++] = a + 7;
-        else if (!strcmp(a, "--dry-run")) dry = 1;
-        else if (!strcmp(a, "--report")) report_only = 1;
-        else if (!strcmp(a, "--quiet")) o.quiet = 1;
-        else if (!strcmp(a, "--stop-after") && i + 1 < argc) {
-            long long v = 0;
-            if (!gf_arg_int("ablate", a, argv[++i], 1, LLONG_MAX, &v)) { free(only); return GF_EXIT_USAGE; }
-            o.stop_after = v;
-        }
-        else if (a[0] == '-') { fprintf(stderr, "gflow ablate: unknown option '%s' (or missing value)\n", a); free(only); return GF_EXIT_USAGE; }
-        else if (!file) file = a;
-        else { fprintf(stderr, "gflow ablate: unexpected argument '%s'\n", a); free(only); return GF_EXIT_USAGE; }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    long long n = 0;
+    while ((k = gf_cli_next(&p, &v)) > 0) {
+        if (k == O_ONLY) only[n_only++] = v;
+        else if (k == O_DRY_RUN) dry = 1;
+        else if (k == O_REPORT) report_only = 1;
+        else if (k == O_QUIET) o.quiet = 1;
+        else if (k == O_STOP_AFTER && !gf_arg_int("ablate", "--stop-after", v, 1, LLONG_MAX, &n)) k = GF_CLI_USAGE;
+        else if (k == O_STOP_AFTER) o.stop_after = n;
+        if (k < 0) break;
     }
-    if (!file) { help(); free(only); return GF_EXIT_USAGE; }
+    if (k < 0 || !gf_cli_args(&p, 1, 1, "the ablation file")) { free(only); return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE; }
+    file = p.pos[0];
     gf_ablation ab;
     gf_status st = gf_ablation_load(file, &ab);
     if (st) { free(only); return gf_cli_fail(st); }

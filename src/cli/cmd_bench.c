@@ -50,22 +50,41 @@ typedef struct bench_times {
     int64_t mallocs, dev_mallocs;
 } bench_times;
 
-static void help(void) {
-    printf("usage: gflow bench RECIPE [--steps N] [--warmup W] [--threads T] [--seq-len L] [--batch B]\n"
-           "                         [--set section.key=value]... [--no-profile] [--peak-n N] [--tf32]\n"
-           "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
-           "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
-           "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
-           "  peak RSS. Defaults: --steps 5, --warmup 2, threads/seq-len/batch from the recipe.\n"
-           "  With --set run.device=cuda: phases timed by CUDA events, MFU against cublasSgemm N^3\n"
-           "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
-           "  GPU and its driver named, device memory; no op-family split.\n\n"
-           "usage: gflow bench RECIPE --generate [--n N] [--recompute-max C] [--threads T] [--set ...]\n"
-           "  Generation: prefill tokens/s, decode ms per step and tokens/s, and decoder state memory\n"
-           "  at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the other\n"
-           "  one at the same shape (random weights); N streams decoded as one batch (default 1);\n"
-           "  today's recompute path (`gflow sample --recompute`) timed up to context C (default 512).\n");
-}
+enum { O_STEPS = 1, O_WARMUP, O_THREADS, O_SEQ_LEN, O_BATCH, O_SET, O_NO_PROFILE, O_PEAK_N, O_TF32, O_GENERATE,
+       O_N, O_RECOMPUTE_MAX };
+static const gf_cli_opt k_opts[] = {
+    {O_STEPS, "steps", "N", "timed steps (default 5)"},
+    {O_WARMUP, "warmup", "W", "untimed steps first (default 2)"},
+    {O_THREADS, "threads", "T", "threads (default: the recipe's)"},
+    {O_SEQ_LEN, "seq-len", "L", "sequence length (default: the recipe's)"},
+    {O_BATCH, "batch", "B", "batch rows (default: the recipe's)"},
+    {O_SET, "set", "section.key=value", "override one recipe key (repeatable)"},
+    {O_NO_PROFILE, "no-profile", NULL, "no op-family split"},
+    {O_PEAK_N, "peak-n", "N", "size of the square GEMM timed for MFU (CPU default 2048, GPU 8192; 0: none)"},
+    {O_TF32, "tf32", NULL, "GPU: also time the GEMMs in TF32"},
+    {O_GENERATE, "generate", NULL, "time generation instead of training steps"},
+    {O_N, "n", "N", "generate: streams decoded as one batch (default 1)"},
+    {O_RECOMPUTE_MAX, "recompute-max", "C", "generate: time the recompute path up to context C (default 512)"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "bench",
+    "RECIPE [--steps N] [--warmup W] [--threads T] [--seq-len L] [--batch B] [--set section.key=value]...\n"
+    "RECIPE --generate [--n N] [--recompute-max C] [--threads T] [--set section.key=value]...",
+    "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
+    "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
+    "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
+    "  peak RSS.\n"
+    "  With --set run.device=cuda: phases timed by CUDA events, MFU against cublasSgemm N^3\n"
+    "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
+    "  GPU and its driver named, device memory; no op-family split.\n"
+    "  With --generate: prefill tokens/s, decode ms per step and tokens/s, and decoder state\n"
+    "  memory at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the\n"
+    "  other one at the same shape (random weights); N streams decoded as one batch; today's\n"
+    "  recompute path (`gflow sample --recompute`) timed up to context C.\n",
+    k_opts,
+    NULL,
+};
 
 /* best-of-reps GFLOPS of C (n, n) = A (n, n) · Bᵀ, row-major, like the model's linear layers */
 static double sgemm_peak(int n) {
@@ -107,32 +126,37 @@ static long peak_rss_kib(void) {
 static int parse_args(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.steps = 5, .warmup = 2, .threads = -1, .profile = 1, .peak_n = -1, .rows = 1,
                       .recompute_max = 512};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        long long v = 0;
-        /* numeric options: parsed whole and range-checked (gf_arg_int), a usage error otherwise */
-#define NUM(lo, hi, dst) { if (!gf_arg_int("bench", a, argv[++i], lo, hi, &v)) return GF_EXIT_USAGE; dst = v; }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--steps") && has) NUM(1, 1000000000, o->steps)
-        else if (!strcmp(a, "--warmup") && has) NUM(0, 1000000000, o->warmup)
-        else if (!strcmp(a, "--threads") && has) NUM(0, 1024, o->threads)
-        else if (!strcmp(a, "--seq-len") && has) NUM(1, GF_RECIPE_MAX_LEN, o->L)
-        else if (!strcmp(a, "--batch") && has) NUM(1, 1 << 20, o->B)
-        else if (!strcmp(a, "--peak-n") && has) NUM(0, 16384, o->peak_n)
-#undef NUM
-        else if (!strcmp(a, "--no-profile")) o->profile = 0;
-        else if (!strcmp(a, "--tf32")) o->tf32 = 1;
-        else if (!strcmp(a, "--generate")) o->generate = 1;
-        else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("bench", a, argv[++i], 1, 4096, &o->rows)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--recompute-max") && has) { if (!gf_arg_int("bench", a, argv[++i], 0, 1 << 20, &o->recompute_max)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--set") && has) {
-            if (o->n_sets == BENCH_MAX_SETS) { fprintf(stderr, "gflow bench: too many --set\n"); return GF_EXIT_USAGE; }
-            o->sets[o->n_sets++] = argv[++i];
-        } else if (a[0] != '-' && !o->path) o->path = a;
-        else { fprintf(stderr, "gflow bench: unknown or incomplete option '%s'\n", a); help(); return GF_EXIT_USAGE; }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *a;
+    int k, ok = 1;
+    long long v = 0;
+    /* numeric options: parsed whole and range-checked (gf_arg_int), a usage error otherwise */
+#define NUM(name, lo, hi, dst) if ((ok = gf_arg_int("bench", name, a, lo, hi, &v))) dst = v
+    while (ok && (k = gf_cli_next(&p, &a)) > 0) {
+        switch (k) {
+        case O_STEPS: NUM("--steps", 1, 1000000000, o->steps); break;
+        case O_WARMUP: NUM("--warmup", 0, 1000000000, o->warmup); break;
+        case O_THREADS: NUM("--threads", 0, 1024, o->threads); break;
+        case O_SEQ_LEN: NUM("--seq-len", 1, GF_RECIPE_MAX_LEN, o->L); break;
+        case O_BATCH: NUM("--batch", 1, 1 << 20, o->B); break;
+        case O_PEAK_N: NUM("--peak-n", 0, 16384, o->peak_n); break;
+        case O_N: NUM("--n", 1, 4096, o->rows); break;
+        case O_RECOMPUTE_MAX: NUM("--recompute-max", 0, 1 << 20, o->recompute_max); break;
+        case O_NO_PROFILE: o->profile = 0; break;
+        case O_TF32: o->tf32 = 1; break;
+        case O_GENERATE: o->generate = 1; break;
+        case O_SET:
+            if (o->n_sets == BENCH_MAX_SETS) return gf_cli_usage(&k_spec, "more than %d --set", BENCH_MAX_SETS);
+            o->sets[o->n_sets++] = a;
+            break;
+        }
     }
-    if (!o->path) { fprintf(stderr, "gflow bench: a recipe file is required\n"); help(); return GF_EXIT_USAGE; }
+#undef NUM
+    if (!ok) return GF_EXIT_USAGE;
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 1, 1, "a recipe file")) return GF_EXIT_USAGE;
+    o->path = p.pos[0];
     return -1;
 }
 

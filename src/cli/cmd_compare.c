@@ -8,15 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
-    printf("usage: gflow compare RUN_DIR... [--plot FILE.png]\n\n"
-           "  A Markdown table, one row per run: family, parameters, best validation perplexity and its\n"
-           "  epoch, test perplexity (of the best checkpoint), per-word test perplexity, training\n"
-           "  tokens/s, and the gap to the first run in %%. Runs still in progress show their best\n"
-           "  validation so far.\n"
-           "  --plot writes validation perplexity against step for every run (gnuplot, PNG;\n"
-           "  default compare.png; --plot none to skip).\n");
-}
+enum { O_PLOT = 1 };
+static const gf_cli_opt k_opts[] = {
+    {O_PLOT, "plot", "FILE.png", "validation perplexity against step for every run (gnuplot, PNG;\n"
+                                 "default compare.png; --plot none to skip)"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "compare",
+    "RUN_DIR... [--plot FILE.png]",
+    "  A Markdown table, one row per run: family, parameters, best validation perplexity and its\n"
+    "  epoch, test perplexity (of the best checkpoint), per-word test perplexity, training\n"
+    "  tokens/s, and the gap to the first run in %. Runs still in progress show their best\n"
+    "  validation so far.\n",
+    k_opts,
+    NULL,
+};
 
 /* best validation so far from metrics.tsv (for runs without a summary) */
 typedef struct best_so_far { double ppl; long epoch; } best_so_far;
@@ -104,18 +111,19 @@ static gf_status check_same_task(const char **dirs, int nd) {
 
 int gf_cmd_compare(int argc, char **argv) {
     const char *plot = "compare.png";
-    const char **dirs = calloc((size_t)argc, sizeof *dirs);
-    int nd = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); free(dirs); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot = argv[++i];
-        else if (argv[i][0] == '-') { fprintf(stderr, "gflow compare: unknown option '%s'\n", argv[i]); free(dirs); return GF_EXIT_USAGE; }
-        else dirs[nd++] = argv[i];
-    }
-    if (nd == 0) { help(); free(dirs); return GF_EXIT_USAGE; }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    while ((k = gf_cli_next(&p, &v)) > 0)
+        if (k == O_PLOT) plot = v;
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 1, p.n_pos, "a run directory")) return GF_EXIT_USAGE;
+    const char **dirs = (const char **)p.pos;
+    int nd = p.n_pos;
     gf_status cs = check_same_task(dirs, nd);
     if (!cs && strcmp(plot, "none")) cs = check_plot(plot, dirs, nd);
-    if (cs) { free(dirs); return gf_cli_fail(cs); }
+    if (cs) return gf_cli_fail(cs);
     printf("| run | family | params | best val PPL or acc (epoch) | test PPL or acc | test PPL/word | tok/s | gap vs first |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     double first = NAN;
@@ -161,6 +169,5 @@ int gf_cmd_compare(int argc, char **argv) {
             printf("\nplot: %s\n", plot);
         }
     }
-    free(dirs);
     return rc;
 }

@@ -7,16 +7,20 @@
 #include <string.h>
 #include <unistd.h>
 
-static void help(void) {
-    printf("usage: gflow data fetch wikitext2|snli [DEST]\n"
-           "       gflow data dir\n\n"
-           "  fetch: copies the data set from $GFLOW_DATA_MIRROR when set, else downloads it from its\n"
-           "  canonical URL, and verifies every file's sha256 (the data set cards list them). A file\n"
-           "  that fails its checksum is rejected and not installed. DEST defaults to $GFLOW_DATA_DIR,\n"
-           "  else for an installed gflow $XDG_DATA_HOME/gflow/data (~/.local/share/gflow/data), else\n"
-           "  datasets/data of the source tree. Recipes with an empty [data] dir read it there.\n"
-           "  dir: prints the share directory (recipes, fetch script), the data and the cache directory.\n");
-}
+static const gf_cli_opt k_opts[] = {{0}};
+static const gf_cli_spec k_spec = {
+    "data",
+    "fetch wikitext2|snli [DEST]\n"
+    "dir",
+    "  fetch: copies the data set from $GFLOW_DATA_MIRROR when set, else downloads it from its\n"
+    "  canonical URL, and verifies every file's sha256 (the data set cards list them). A file\n"
+    "  that fails its checksum is rejected and not installed. DEST defaults to $GFLOW_DATA_DIR,\n"
+    "  else for an installed gflow $XDG_DATA_HOME/gflow/data (~/.local/share/gflow/data), else\n"
+    "  datasets/data of the source tree. Recipes with an empty [data] dir read it there.\n"
+    "  dir: prints the share directory (recipes, fetch script), the data and the cache directory.\n",
+    k_opts,
+    NULL,
+};
 
 static int data_dir(void) {
     char share[PATH_MAX], data[PATH_MAX], cache[PATH_MAX];
@@ -31,13 +35,17 @@ static int data_dir(void) {
 }
 
 int gf_cmd_data(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { help(); return GF_EXIT_OK; }
-    if (argc == 2 && !strcmp(argv[1], "dir")) return data_dir();
-    if (argc < 3 || argc > 4 || strcmp(argv[1], "fetch") != 0) { help(); return GF_EXIT_USAGE; }
-    if (strcmp(argv[2], "wikitext2") && strcmp(argv[2], "snli")) {
-        fprintf(stderr, "gflow data fetch: unknown data set '%s' (wikitext2 or snli)\n", argv[2]);
-        return GF_EXIT_USAGE;
-    }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k = gf_cli_next(&p, &v); /* no options but --help */
+    if (k < 0) return gf_cli_exit(k);
+    char **a = p.pos;
+    if (p.n_pos >= 1 && !strcmp(a[0], "dir")) return gf_cli_args(&p, 1, 1, "") ? data_dir() : GF_EXIT_USAGE;
+    if (p.n_pos < 1 || strcmp(a[0], "fetch")) return gf_cli_usage(&k_spec, p.n_pos ? "unknown subcommand '%s' (fetch or dir)" : "missing the subcommand (fetch or dir)%s", p.n_pos ? a[0] : "");
+    if (!gf_cli_args(&p, 2, 3, "the data set (wikitext2 or snli)")) return GF_EXIT_USAGE;
+    if (strcmp(a[1], "wikitext2") && strcmp(a[1], "snli"))
+        return gf_cli_usage(&k_spec, "fetch: unknown data set '%s' (wikitext2 or snli)", a[1]);
     char share[PATH_MAX], script[PATH_MAX + 32], data[PATH_MAX], cache[PATH_MAX];
     int installed = 0;
     gf_status st = gf_share_dir(share, sizeof share, &installed);
@@ -47,9 +55,9 @@ int gf_cmd_data(int argc, char **argv) {
     gf_data_dirs_for(installed, data, sizeof data, cache, sizeof cache);
     const char *dd = getenv("GFLOW_DATA_DIR");
     /* a build directory without $GFLOW_DATA_DIR: the script's own default, <source>/datasets/data */
-    const char *dest = argc == 4 ? argv[3] : (installed || (dd && *dd)) ? data : NULL;
+    const char *dest = p.n_pos == 3 ? a[2] : (installed || (dd && *dd)) ? data : NULL;
     fflush(stdout);
-    char *args[5] = {script, argv[2], (char *)dest, NULL, NULL};
+    char *args[5] = {script, a[1], (char *)dest, NULL, NULL};
     execv(script, args);
     perror("gflow data: exec");
     return GF_EXIT_ERROR;

@@ -4,36 +4,44 @@
 #include <math.h>
 #include <string.h>
 
-static void help(void) {
-    printf("usage: gflow eval RUN_DIR|CHECKPOINT [--split valid|test] [--ckpt best|last]\n\n"
-           "  Evaluates a checkpoint (default: RUN_DIR/best.ckpt) on a split (default: the recipe's\n"
-           "  [eval] split). Language models: loss, perplexity per model token and per word (total NLL\n"
-           "  over the split / its word count with one <eos> per line). NLI: accuracy, per-class\n"
-           "  accuracy, confusion matrix.\n");
-}
+enum { O_SPLIT = 1, O_CKPT };
+static const gf_cli_opt k_opts[] = {
+    {O_SPLIT, "split", "valid|test", "the split to evaluate (default: the recipe's [eval] split)"},
+    {O_CKPT, "ckpt", "best|last", "the run directory's checkpoint to load (default best)"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "eval",
+    "RUN_DIR|CHECKPOINT [--split valid|test] [--ckpt best|last]",
+    "  Evaluates a checkpoint (default: RUN_DIR/best.ckpt) on a split (default: the recipe's\n"
+    "  [eval] split). Language models: loss, perplexity per model token and per word (total NLL\n"
+    "  over the split / its word count with one <eos> per line). NLI: accuracy, per-class\n"
+    "  accuracy, confusion matrix.\n",
+    k_opts,
+    NULL,
+};
 
 int gf_cmd_eval(int argc, char **argv) {
     const char *dir = NULL, *split = NULL, *which = "best";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
-            split = argv[++i];
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    while ((k = gf_cli_next(&p, &v)) > 0) {
+        if (k == O_SPLIT) {
+            split = v;
             gf_split sp;
             /* the train split has no word count (no per-word perplexity) and is not a held-out score */
-            if (gf_split_parse(split, &sp) || sp == GF_SPLIT_TRAIN) {
-                fprintf(stderr, "gflow eval: --split '%s': expected valid or test\n", split);
-                return GF_EXIT_USAGE;
-            }
+            if (gf_split_parse(split, &sp) || sp == GF_SPLIT_TRAIN)
+                return gf_cli_usage(&k_spec, "--split '%s': expected valid or test", split);
+        } else if (k == O_CKPT) {
+            which = v;
+            if (strcmp(which, "best") && strcmp(which, "last")) return gf_cli_usage(&k_spec, "--ckpt must be best or last, got '%s'", which);
         }
-        else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) {
-            which = argv[++i];
-            if (strcmp(which, "best") && strcmp(which, "last")) { fprintf(stderr, "gflow eval: --ckpt must be best or last\n"); return GF_EXIT_USAGE; }
-        }
-        else if (argv[i][0] == '-') { fprintf(stderr, "gflow eval: unknown option '%s'\n", argv[i]); return GF_EXIT_USAGE; }
-        else if (!dir) dir = argv[i];
-        else { fprintf(stderr, "gflow eval: unexpected argument '%s'\n", argv[i]); return GF_EXIT_USAGE; }
     }
-    if (!dir) { help(); return GF_EXIT_USAGE; }
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 1, 1, "the run directory or checkpoint")) return GF_EXIT_USAGE;
+    dir = p.pos[0];
     gf_eval_result res;
     gf_status st = gf_eval_run_dir(dir, which, split, &res);
     if (st) return gf_cli_fail(st);

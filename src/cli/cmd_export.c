@@ -5,27 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
-    printf("usage: gflow export RUN_DIR|CHECKPOINT OUT.safetensors [--ckpt best|last]\n\n"
-           "  Writes the model's weights in the safetensors format (8-byte header length, JSON header,\n"
-           "  little-endian float32 blobs) under PyTorch-style names (tok_emb.weight,\n"
-           "  blocks.0.mix.w_red.weight, ...; Linear weights [out, in]). The metadata holds the\n"
-           "  resolved recipe. tools/torch_ref.py builds the same model and loads these names. NLI runs\n"
-           "  export their classifier's tensors (tok_emb.weight, blocks.0.mix.w_plu.weight, cls.fc1.weight,\n"
-           "  ...; gflow/nli.h) with format gflow-nli-1.\n");
-}
+enum { O_CKPT = 1 };
+static const gf_cli_opt k_opts[] = {
+    {O_CKPT, "ckpt", "best|last", "the run directory's checkpoint to export (default best)"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "export",
+    "RUN_DIR|CHECKPOINT OUT.safetensors [--ckpt best|last]",
+    "  Writes the model's weights in the safetensors format (8-byte header length, JSON header,\n"
+    "  little-endian float32 blobs) under PyTorch-style names (tok_emb.weight,\n"
+    "  blocks.0.mix.w_red.weight, ...; Linear weights [out, in]). The metadata holds the\n"
+    "  resolved recipe. tools/torch_ref.py builds the same model and loads these names. NLI runs\n"
+    "  export their classifier's tensors (tok_emb.weight, blocks.0.mix.w_plu.weight, cls.fc1.weight,\n"
+    "  ...; gflow/nli.h) with format gflow-nli-1.\n",
+    k_opts,
+    NULL,
+};
 
 int gf_cmd_export(int argc, char **argv) {
     const char *src = NULL, *out = NULL, *which = "best";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) which = argv[++i];
-        else if (argv[i][0] == '-') { fprintf(stderr, "gflow export: unknown option '%s'\n", argv[i]); return GF_EXIT_USAGE; }
-        else if (!src) src = argv[i];
-        else if (!out) out = argv[i];
-        else { fprintf(stderr, "gflow export: unexpected argument '%s'\n", argv[i]); return GF_EXIT_USAGE; }
-    }
-    if (!src || !out) { help(); return GF_EXIT_USAGE; }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    while ((k = gf_cli_next(&p, &v)) > 0)
+        if (k == O_CKPT) which = v;
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 2, 2, "the checkpoint and the output file (RUN_DIR|CHECKPOINT OUT.safetensors)")) return GF_EXIT_USAGE;
+    src = p.pos[0];
+    out = p.pos[1];
     char path[1100];
     gf_session s;
     memset(&s, 0, sizeof s);

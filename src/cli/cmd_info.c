@@ -5,29 +5,44 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void help(void) {
-    printf("usage: gflow info RECIPE|RUN_DIR|CHECKPOINT [--set k=v]... [--recipe]\n"
-           "       gflow info --keys      (every recipe key, as docs/recipe-keys.md)\n\n"
-           "  Prints the model's parameter count, a per-tensor table (name, kind, shape, count) and\n"
-           "  forward FLOPs per token. With --recipe, also the fully resolved recipe. For a recipe\n"
-           "  the vocabulary is [tokenizer] vocab_size (spm); a checkpoint records its own.\n");
-}
+enum { O_SET = 1, O_RECIPE, O_KEYS };
+static const gf_cli_opt k_opts[] = {
+    {O_SET, "set", "section.key=value", "override one recipe key (repeatable)"},
+    {O_RECIPE, "recipe", NULL, "also print the fully resolved recipe"},
+    {O_KEYS, "keys", NULL, "print every recipe key, as docs/recipe-keys.md, and exit"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "info",
+    "RECIPE|RUN_DIR|CHECKPOINT [--set section.key=value]... [--recipe]\n"
+    "--keys",
+    "  Prints the model's parameter count, a per-tensor table (name, kind, shape, count) and\n"
+    "  forward FLOPs per token. For a recipe the vocabulary is [tokenizer] vocab_size (spm); a\n"
+    "  checkpoint records its own.\n",
+    k_opts,
+    NULL,
+};
 
 int gf_cmd_info(int argc, char **argv) {
     const char *target = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int64_t n_sets = 0;
-    int show_recipe = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(); free(sets); return GF_EXIT_OK; }
-        else if (!strcmp(argv[i], "--set") && i + 1 < argc) sets[n_sets++] = argv[++i];
-        else if (!strcmp(argv[i], "--recipe")) show_recipe = 1;
-        else if (!strcmp(argv[i], "--keys")) { gf_recipe_write_keys_md(stdout); free(sets); return GF_EXIT_OK; }
-        else if (argv[i][0] == '-') { fprintf(stderr, "gflow info: unknown option '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }
-        else if (!target) target = argv[i];
-        else { fprintf(stderr, "gflow info: unexpected argument '%s'\n", argv[i]); free(sets); return GF_EXIT_USAGE; }
+    int show_recipe = 0, keys = 0;
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    while ((k = gf_cli_next(&p, &v)) > 0) {
+        if (k == O_SET) sets[n_sets++] = v;
+        else if (k == O_RECIPE) show_recipe = 1;
+        else if (k == O_KEYS) keys = 1;
     }
-    if (!target) { help(); free(sets); return GF_EXIT_USAGE; }
+    if (k < 0 || !gf_cli_args(&p, keys ? 0 : 1, keys ? 0 : 1, "a recipe, run directory or checkpoint")) {
+        free(sets);
+        return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE;
+    }
+    if (keys) { gf_recipe_write_keys_md(stdout); free(sets); return GF_EXIT_OK; }
+    target = p.pos[0];
     gf_session s;
     memset(&s, 0, sizeof s);
     gf_status st;

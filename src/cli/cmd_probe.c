@@ -7,49 +7,57 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void help(void) {
-    printf("usage: gflow probe KIND RUN_DIR [RUN_DIR_B] [options]\n\n"
-           "  Geometry probes of trained language models (NLI runs are refused: no token paths over\n"
-           "  text windows to follow). Each writes RUN_DIR/probe-KIND.tsv (+ side\n"
-           "  tables) and RUN_DIR/probe-KIND.png. With two run directories both are probed and an overlay\n"
-           "  probe-KIND-A-vs-B.{tsv,png} is written to --out (default RUN_DIR, the first).\n\n"
-           "kinds:\n"
-           "  curvature  turning angle of every token's path h_0..h_N through the blocks, per layer (mean,\n"
-           "             median, quartiles) over validation windows, against two nulls: random directions\n"
-           "             with the same step norms, and the token's own steps with the layers shuffled.\n"
-           "             Also the contextual-edit deflection of the last token of prompt pairs that differ\n"
-           "             in one context word (a built-in set plus --pairs). Side tables:\n"
-           "             probe-curvature-deflection.tsv (per layer), probe-curvature-pairs.tsv (per pair).\n"
-           "  pca        PCA (LAPACK ssyevr) of each layer's mixing-branch and FFN-branch outputs and hidden\n"
-           "             state: explained variance and participation ratio per layer (probe-pca.tsv); a\n"
-           "             joint 2-D/3-D scatter coloured by layer (probe-pca.png, -3d.png); the learned\n"
-           "             position table's PCA (probe-pca-pos.*); hidden-state norm by position (-norm.*).\n"
-           "  hessian    per parameter block (each layer's Grassmann w_red / w_plu / w_gate or attention\n"
-           "             Q / K / V / O, its FFN, tok_emb, pos_emb): top-k Hessian eigenvalues of the loss on\n"
-           "             a fixed validation batch by Lanczos (LAPACK dstev) and a Hutchinson trace, from\n"
-           "             Hessian-vector products by central differences of gradients (step = --rel-step x\n"
-           "             the block's norm, checked against twice the step and changed when the two\n"
-           "             disagree by more than 1 %%: columns eps, fd_check).\n\n"
-           "options:\n"
-           "  --ckpt best|last     checkpoint to load (default best)\n"
-           "  --windows N          validation windows (default: curvature 256, pca 64, hessian 2 = batch)\n"
-           "  --seed S             window choice, null models, random vectors (default 1)\n"
-           "  --pairs FILE         curvature: more prompt pairs, one 'prompt A<TAB>prompt B' per line\n"
-           "                       ('#' comments); the prompts differ in exactly one word, not the last\n"
-           "  --null-samples N     curvature: random-direction draws per layer (default 20000)\n"
-           "  --points N           pca: tokens per (layer, branch) in the scatter plots (default 400)\n"
-           "  --lanczos-steps N    hessian: Lanczos steps (default 16)\n"
-           "  --top-k K            hessian: eigenvalues reported per block (default 3)\n"
-           "  --hutchinson N       hessian: Rademacher samples for the trace (default 8; 0 = none)\n"
-           "  --rel-step E         hessian: finite-difference step relative to the block norm (default 1e-3)\n"
-           "  --blocks LIST        hessian: only blocks whose name contains one of these comma-separated\n"
-           "                       strings (names: tok_emb, pos_emb, L0.red, L0.plu, L0.gate, L0.q, L0.k,\n"
-           "                       L0.v, L0.o, L0.ffn, ...)\n"
-           "  --out DIR            where the two-run overlay goes (default RUN_DIR)\n"
-           "  --no-plot            tables only, no gnuplot\n"
-           "  --replot             only redraw the plots (and overlay) from the tables already there\n"
-           "  --quiet              no progress on stderr\n");
-}
+enum { O_CKPT = 1, O_WINDOWS, O_SEED, O_PAIRS, O_NULL_SAMPLES, O_POINTS, O_LANCZOS, O_TOP_K, O_HUTCHINSON,
+       O_REL_STEP, O_BLOCKS, O_OUT, O_NO_PLOT, O_REPLOT, O_QUIET };
+static const gf_cli_opt k_opts[] = {
+    {O_CKPT, "ckpt", "best|last", "checkpoint to load (default best)"},
+    {O_WINDOWS, "windows", "N", "validation windows (default: curvature 256, pca 64, hessian 2 = batch)"},
+    {O_SEED, "seed", "S", "window choice, null models, random vectors (default 1)"},
+    {O_PAIRS, "pairs", "FILE", "curvature: more prompt pairs, one 'prompt A<TAB>prompt B' per line\n"
+                               "('#' comments); the prompts differ in exactly one word, not the last"},
+    {O_NULL_SAMPLES, "null-samples", "N", "curvature: random-direction draws per layer (default 20000)"},
+    {O_POINTS, "points", "N", "pca: tokens per (layer, branch) in the scatter plots (default 400)"},
+    {O_LANCZOS, "lanczos-steps", "N", "hessian: Lanczos steps (default 16)"},
+    {O_TOP_K, "top-k", "K", "hessian: eigenvalues reported per block (default 3)"},
+    {O_HUTCHINSON, "hutchinson", "N", "hessian: Rademacher samples for the trace (default 8; 0 = none)"},
+    {O_REL_STEP, "rel-step", "E", "hessian: finite-difference step relative to the block norm (default 1e-3)"},
+    {O_BLOCKS, "blocks", "LIST", "hessian: only blocks whose name contains one of these comma-separated\n"
+                                 "strings (names: tok_emb, pos_emb, L0.red, L0.plu, L0.gate, L0.q, L0.k,\n"
+                                 "L0.v, L0.o, L0.ffn, ...)"},
+    {O_OUT, "out", "DIR", "where the two-run overlay goes (default RUN_DIR)"},
+    {O_NO_PLOT, "no-plot", NULL, "tables only, no gnuplot"},
+    {O_REPLOT, "replot", NULL, "only redraw the plots (and overlay) from the tables already there"},
+    {O_QUIET, "quiet", NULL, "no progress on stderr"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "probe",
+    "KIND RUN_DIR [RUN_DIR_B] [options]",
+    "  Geometry probes of trained language models (NLI runs are refused: no token paths over\n"
+    "  text windows to follow). Each writes RUN_DIR/probe-KIND.tsv (+ side\n"
+    "  tables) and RUN_DIR/probe-KIND.png. With two run directories both are probed and an overlay\n"
+    "  probe-KIND-A-vs-B.{tsv,png} is written to --out (default RUN_DIR, the first).\n"
+    "\n"
+    "kinds:\n"
+    "  curvature  turning angle of every token's path h_0..h_N through the blocks, per layer (mean,\n"
+    "             median, quartiles) over validation windows, against two nulls: random directions\n"
+    "             with the same step norms, and the token's own steps with the layers shuffled.\n"
+    "             Also the contextual-edit deflection of the last token of prompt pairs that differ\n"
+    "             in one context word (a built-in set plus --pairs). Side tables:\n"
+    "             probe-curvature-deflection.tsv (per layer), probe-curvature-pairs.tsv (per pair).\n"
+    "  pca        PCA (LAPACK ssyevr) of each layer's mixing-branch and FFN-branch outputs and hidden\n"
+    "             state: explained variance and participation ratio per layer (probe-pca.tsv); a\n"
+    "             joint 2-D/3-D scatter coloured by layer (probe-pca.png, -3d.png); the learned\n"
+    "             position table's PCA (probe-pca-pos.*); hidden-state norm by position (-norm.*).\n"
+    "  hessian    per parameter block (each layer's Grassmann w_red / w_plu / w_gate or attention\n"
+    "             Q / K / V / O, its FFN, tok_emb, pos_emb): top-k Hessian eigenvalues of the loss on\n"
+    "             a fixed validation batch by Lanczos (LAPACK dstev) and a Hutchinson trace, from\n"
+    "             Hessian-vector products by central differences of gradients (step = --rel-step x\n"
+    "             the block's norm, checked against twice the step and changed when the two\n"
+    "             disagree by more than 1 %: columns eps, fd_check).\n",
+    k_opts,
+    NULL,
+};
 
 static int bad(const char *opt, const char *v, const char *what) {
     fprintf(stderr, "gflow probe: %s needs %s, got '%s'\n", opt, what, v);
@@ -57,29 +65,29 @@ static int bad(const char *opt, const char *v, const char *what) {
 }
 
 /* The int64_t numeric options, their bounds and fields (--seed and --rel-step are parsed apart). */
-static const struct { const char *name; long long lo, hi; size_t off; } k_ints[] = {
-    {"--windows", 1, 1000000000, offsetof(gf_probe_opts, windows)},
-    {"--null-samples", 0, 1000000000, offsetof(gf_probe_opts, null_samples)},
-    {"--points", 1, 1000000000, offsetof(gf_probe_opts, points)},
-    {"--lanczos-steps", 1, 1024, offsetof(gf_probe_opts, lanczos_steps)},
-    {"--top-k", 1, 64, offsetof(gf_probe_opts, top_k)},
-    {"--hutchinson", 0, 1000000, offsetof(gf_probe_opts, hutchinson)},
+static const struct { int key; const char *name; long long lo, hi; size_t off; } k_ints[] = {
+    {O_WINDOWS, "--windows", 1, 1000000000, offsetof(gf_probe_opts, windows)},
+    {O_NULL_SAMPLES, "--null-samples", 0, 1000000000, offsetof(gf_probe_opts, null_samples)},
+    {O_POINTS, "--points", 1, 1000000000, offsetof(gf_probe_opts, points)},
+    {O_LANCZOS, "--lanczos-steps", 1, 1024, offsetof(gf_probe_opts, lanczos_steps)},
+    {O_TOP_K, "--top-k", 1, 64, offsetof(gf_probe_opts, top_k)},
+    {O_HUTCHINSON, "--hutchinson", 0, 1000000, offsetof(gf_probe_opts, hutchinson)},
 };
 
-/* Option a with value v when a is numeric: 1 parsed (gf_arg_int / gf_arg_real), 0 a usage error
+/* Option k with value v when k is numeric: 1 parsed (gf_arg_int / gf_arg_real), 0 a usage error
  * (printed), -1 not a numeric option. */
-static int numeric_opt(const char *a, const char *v, gf_probe_opts *o) {
+static int numeric_opt(int k, const char *v, gf_probe_opts *o) {
     long long x = 0;
-    if (!strcmp(a, "--seed")) {
-        if (!gf_arg_int("probe", a, v, 0, LLONG_MAX, &x)) return 0;
+    if (k == O_SEED) {
+        if (!gf_arg_int("probe", "--seed", v, 0, LLONG_MAX, &x)) return 0;
         o->seed = (uint64_t)x;
         return 1;
     }
-    if (!strcmp(a, "--rel-step")) return gf_arg_real("probe", a, v, 1e-12, 0.5, &o->rel_step);
-    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
-        if (strcmp(a, k_ints[k].name)) continue;
-        if (!gf_arg_int("probe", a, v, k_ints[k].lo, k_ints[k].hi, &x)) return 0;
-        *(int64_t *)((char *)o + k_ints[k].off) = x;
+    if (k == O_REL_STEP) return gf_arg_real("probe", "--rel-step", v, 1e-12, 0.5, &o->rel_step);
+    for (size_t i = 0; i < sizeof k_ints / sizeof k_ints[0]; i++) {
+        if (k != k_ints[i].key) continue;
+        if (!gf_arg_int("probe", k_ints[i].name, v, k_ints[i].lo, k_ints[i].hi, &x)) return 0;
+        *(int64_t *)((char *)o + k_ints[i].off) = x;
         return 1;
     }
     return -1;
@@ -91,31 +99,32 @@ int gf_cmd_probe(int argc, char **argv) {
     const char *kind = NULL, *dirs[2] = {NULL, NULL}, *out = NULL;
     const char *only_for[3] = {NULL, NULL, NULL}; /* an option given that belongs to curvature / pca / hessian */
     int nd = 0, replot = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc, num;
-        if (!strcmp(a, "--pairs") || !strcmp(a, "--null-samples")) only_for[0] = a;
-        else if (!strcmp(a, "--points")) only_for[1] = a;
-        else if (!strcmp(a, "--lanczos-steps") || !strcmp(a, "--top-k") || !strcmp(a, "--hutchinson") ||
-                 !strcmp(a, "--rel-step") || !strcmp(a, "--blocks")) only_for[2] = a;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--no-plot")) o.plot = 0;
-        else if (!strcmp(a, "--replot")) replot = 1;
-        else if (!strcmp(a, "--quiet")) o.log = 0;
-        else if (!strcmp(a, "--ckpt") && has) {
-            o.which = argv[++i];
-            if (strcmp(o.which, "best") && strcmp(o.which, "last")) return bad(a, o.which, "best or last");
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k, num;
+    while ((k = gf_cli_next(&p, &v)) > 0) {
+        if (k == O_PAIRS || k == O_NULL_SAMPLES) only_for[0] = k == O_PAIRS ? "--pairs" : "--null-samples";
+        else if (k == O_POINTS) only_for[1] = "--points";
+        else if (k == O_LANCZOS || k == O_TOP_K || k == O_HUTCHINSON || k == O_REL_STEP || k == O_BLOCKS)
+            only_for[2] = k == O_LANCZOS ? "--lanczos-steps" : k == O_TOP_K ? "--top-k" : k == O_HUTCHINSON ? "--hutchinson"
+                        : k == O_REL_STEP ? "--rel-step" : "--blocks";
+        if (k == O_NO_PLOT) o.plot = 0;
+        else if (k == O_REPLOT) replot = 1;
+        else if (k == O_QUIET) o.log = 0;
+        else if (k == O_CKPT) {
+            o.which = v;
+            if (strcmp(o.which, "best") && strcmp(o.which, "last")) return bad("--ckpt", o.which, "best or last");
         }
-        else if (!strcmp(a, "--pairs") && has) o.pairs_file = argv[++i];
-        else if (!strcmp(a, "--blocks") && has) o.blocks = argv[++i];
-        else if (!strcmp(a, "--out") && has) out = argv[++i];
-        else if (has && (num = numeric_opt(a, argv[i + 1], &o)) >= 0) { if (!num) return GF_EXIT_USAGE; i++; }
-        else if (a[0] == '-') { fprintf(stderr, "gflow probe: unknown option '%s' (or missing value); see gflow probe --help\n", a); return GF_EXIT_USAGE; }
-        else if (!kind) kind = a;
-        else if (nd < 2) dirs[nd++] = a;
-        else { fprintf(stderr, "gflow probe: unexpected argument '%s' (at most two run directories)\n", a); return GF_EXIT_USAGE; }
+        else if (k == O_PAIRS) o.pairs_file = v;
+        else if (k == O_BLOCKS) o.blocks = v;
+        else if (k == O_OUT) out = v;
+        else if ((num = numeric_opt(k, v, &o)) == 0) return GF_EXIT_USAGE;
     }
-    if (!kind || nd == 0) { help(); return GF_EXIT_USAGE; }
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 2, 3, "the probe's KIND and a RUN_DIR")) return GF_EXIT_USAGE;
+    kind = p.pos[0];
+    for (int i = 1; i < p.n_pos; i++) dirs[nd++] = p.pos[i];
     if (replot && !o.plot) { fprintf(stderr, "gflow probe: --replot and --no-plot contradict each other\n"); return GF_EXIT_USAGE; }
     gf_status (*fn)(const char *, const gf_probe_opts *) = !strcmp(kind, "curvature") ? gf_probe_curvature
                                                          : !strcmp(kind, "pca")       ? gf_probe_pca

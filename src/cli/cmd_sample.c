@@ -7,26 +7,38 @@
 
 #define MAX_TOKENS 1000000
 #define MAX_ROWS 1024
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a limit in the help text */
 #define SEGMENT 256 /* a streamed line is re-decoded in segments of at most this many ids */
 
-static void help(void) {
-    printf("usage: gflow sample RUN_DIR|CHECKPOINT --prompt TEXT [--tokens N] [--n N] [--temperature T]\n"
-           "                    [--top-k K] [--seed S] [--ckpt best|last] [--recompute]\n\n"
-           "  Continues TEXT with N tokens (default 60, at most %d) sampled at temperature T (default\n"
-           "  1.0; 0 = greedy) from the K most likely tokens (default 40; 0 = all), with the\n"
-           "  incremental decoder: constant work per token for GrassmannLM, a KV cache for the\n"
-           "  Transformer. One continuation is printed as it is generated; --n N (at most %d)\n"
-           "  decodes N continuations of the prompt as one batch (row k draws with seed S + k) and\n"
-           "  prints them when done.\n"
-           "  Context: positions are learned up to the model's max_len. A prompt longer than max_len\n"
-           "  keeps its last max_len tokens; when a continuation has used all max_len positions the\n"
-           "  decoder restarts from its last max_len/2 tokens (one prefill per max_len/2 tokens), so\n"
-           "  the model always sees between max_len/2 and max_len tokens of context.\n"
-           "  --recompute: the reference path, a full forward over the last max_len tokens for every\n"
-           "  new token (single stream only; slow). At temperature 0 both paths print the same text\n"
-           "  while prompt + continuation fit in max_len.\n",
-           MAX_TOKENS, MAX_ROWS);
-}
+enum { O_PROMPT = 1, O_TOKENS, O_N, O_TEMPERATURE, O_TOP_K, O_SEED, O_CKPT, O_RECOMPUTE };
+static const gf_cli_opt k_opts[] = {
+    {O_PROMPT, "prompt", "TEXT", "the text to continue (required)"},
+    {O_TOKENS, "tokens", "N", "tokens to generate (default 60, at most " STR(MAX_TOKENS) ")"},
+    {O_N, "n", "N", "continuations decoded as one batch (default 1, at most " STR(MAX_ROWS) "); row k draws\n"
+                    "with seed S + k, all are printed when done"},
+    {O_TEMPERATURE, "temperature", "T", "sampling temperature (default 1.0; 0 = greedy)"},
+    {O_TOP_K, "top-k", "K", "sample from the K most likely tokens (default 40; 0 = all)"},
+    {O_SEED, "seed", "S", "sampling seed (default 1)"},
+    {O_CKPT, "ckpt", "best|last", "the run directory's checkpoint to load (default best)"},
+    {O_RECOMPUTE, "recompute", NULL, "the reference path, a full forward over the last max_len tokens for\n"
+                                     "every new token (single stream only; slow). At temperature 0 both\n"
+                                     "paths print the same text while prompt + continuation fit in max_len"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "sample",
+    "RUN_DIR|CHECKPOINT --prompt TEXT [options]",
+    "  Continues TEXT with N tokens sampled at temperature T from the K most likely tokens, with\n"
+    "  the incremental decoder: constant work per token for GrassmannLM, a KV cache for the\n"
+    "  Transformer. One continuation is printed as it is generated.\n"
+    "  Context: positions are learned up to the model's max_len. A prompt longer than max_len\n"
+    "  keeps its last max_len tokens; when a continuation has used all max_len positions the\n"
+    "  decoder restarts from its last max_len/2 tokens (one prefill per max_len/2 tokens), so\n"
+    "  the model always sees between max_len/2 and max_len tokens of context.\n",
+    k_opts,
+    NULL,
+};
 
 typedef struct sample_opts {
     const char *src, *prompt, *which;
@@ -38,24 +50,31 @@ typedef struct sample_opts {
 
 static int parse(int argc, char **argv, sample_opts *o) {
     *o = (sample_opts){.which = "best", .n_tokens = 60, .top_k = 40, .rows = 1, .temp = 1.0, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        long long s = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return -1; }
-        else if (!strcmp(a, "--prompt") && has) o->prompt = argv[++i];
-        else if (!strcmp(a, "--ckpt") && has) o->which = argv[++i];
-        else if (!strcmp(a, "--recompute")) o->recompute = 1;
-        else if (!strcmp(a, "--tokens") && has) { if (!gf_arg_int("sample", a, argv[++i], 1, MAX_TOKENS, &o->n_tokens)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--n") && has) { if (!gf_arg_int("sample", a, argv[++i], 1, MAX_ROWS, &o->rows)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--top-k") && has) { if (!gf_arg_int("sample", a, argv[++i], 0, 1LL << 31, &o->top_k)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--temperature") && has) { if (!gf_arg_real("sample", a, argv[++i], 0, 1e6, &o->temp)) return GF_EXIT_USAGE; }
-        else if (!strcmp(a, "--seed") && has) { if (!gf_arg_int("sample", a, argv[++i], 0, (long long)(~0ULL >> 1), &s)) return GF_EXIT_USAGE; o->seed = (unsigned long long)s; }
-        else if (a[0] == '-') { fprintf(stderr, "gflow sample: unknown option '%s' (or missing value)\n", a); return GF_EXIT_USAGE; }
-        else if (!o->src) o->src = a;
-        else { fprintf(stderr, "gflow sample: unexpected argument '%s'\n", a); return GF_EXIT_USAGE; }
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k, ok = 1;
+    long long s = 0;
+    while (ok && (k = gf_cli_next(&p, &v)) > 0) {
+        switch (k) {
+        case O_PROMPT: o->prompt = v; break;
+        case O_CKPT: o->which = v; break;
+        case O_RECOMPUTE: o->recompute = 1; break;
+        case O_TOKENS: ok = gf_arg_int("sample", "--tokens", v, 1, MAX_TOKENS, &o->n_tokens); break;
+        case O_N: ok = gf_arg_int("sample", "--n", v, 1, MAX_ROWS, &o->rows); break;
+        case O_TOP_K: ok = gf_arg_int("sample", "--top-k", v, 0, 1LL << 31, &o->top_k); break;
+        case O_TEMPERATURE: ok = gf_arg_real("sample", "--temperature", v, 0, 1e6, &o->temp); break;
+        case O_SEED:
+            ok = gf_arg_int("sample", "--seed", v, 0, (long long)(~0ULL >> 1), &s);
+            o->seed = (unsigned long long)s;
+            break;
+        }
     }
-    if (!o->src || !o->prompt) { help(); return GF_EXIT_USAGE; }
+    if (!ok) return GF_EXIT_USAGE; /* gf_arg_* said why */
+    if (k < 0) return k == GF_CLI_HELP ? -1 : GF_EXIT_USAGE;
+    if (!gf_cli_args(&p, 1, 1, "the run directory or checkpoint")) return GF_EXIT_USAGE;
+    o->src = p.pos[0];
+    if (!o->prompt) return gf_cli_usage(&k_spec, "missing --prompt TEXT");
     if (o->recompute && o->rows > 1) { fprintf(stderr, "gflow sample: --recompute decodes one stream; drop --n\n"); return GF_EXIT_USAGE; }
     return 0;
 }

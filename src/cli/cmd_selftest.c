@@ -7,26 +7,39 @@
 #include <math.h>
 #include <string.h>
 
-static void help(void) {
-    printf("usage: gflow selftest [--steps N] [--seed S] [--threads T]\n"
-           "  Trains a tiny next-token model on a synthetic periodic sequence with SGD and\n"
-           "  prints the loss; succeeds when the final loss is below 10%% of ln(V).\n");
-}
+enum { O_STEPS = 1, O_SEED, O_THREADS };
+static const gf_cli_opt k_opts[] = {
+    {O_STEPS, "steps", "N", "SGD steps (default 300)"},
+    {O_SEED, "seed", "S", "data, initialisation and dropout seed (default 1)"},
+    {O_THREADS, "threads", "T", "threads (default 0: all cores)"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "selftest",
+    "[--steps N] [--seed S] [--threads T]",
+    "  Trains a tiny next-token model on a synthetic periodic sequence with SGD and\n"
+    "  prints the loss; succeeds when the final loss is below 10% of ln(V).\n",
+    k_opts,
+    NULL,
+};
 
 int gf_cmd_selftest(int argc, char **argv) {
     int64_t steps = 300;
     uint64_t seed = 1;
     int threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long long v = 0;
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--steps") && has) { if (!gf_arg_int("selftest", a, argv[++i], 1, 1000000000, &v)) return GF_EXIT_USAGE; steps = v; }
-        else if (!strcmp(a, "--seed") && has) { if (!gf_arg_int("selftest", a, argv[++i], 0, LLONG_MAX, &v)) return GF_EXIT_USAGE; seed = (uint64_t)v; }
-        else if (!strcmp(a, "--threads") && has) { if (!gf_arg_int("selftest", a, argv[++i], 0, 1024, &v)) return GF_EXIT_USAGE; threads = (int)v; }
-        else { fprintf(stderr, "gflow selftest: unknown option '%s' (or missing value)\n", a); help(); return GF_EXIT_USAGE; }
+    gf_cli cl;
+    gf_cli_begin(&cl, &k_spec, argc, argv);
+    const char *val;
+    int k;
+    long long v = 0;
+    while ((k = gf_cli_next(&cl, &val)) > 0) {
+        if (k == O_STEPS && gf_arg_int("selftest", "--steps", val, 1, 1000000000, &v)) steps = v;
+        else if (k == O_SEED && gf_arg_int("selftest", "--seed", val, 0, LLONG_MAX, &v)) seed = (uint64_t)v;
+        else if (k == O_THREADS && gf_arg_int("selftest", "--threads", val, 0, 1024, &v)) threads = (int)v;
+        else return GF_EXIT_USAGE; /* gf_arg_int said why */
     }
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&cl, 0, 0, "")) return GF_EXIT_USAGE;
     gf_threads_set(threads);
     const int64_t V = 16, D = 32, N = 64; /* vocabulary, width, tokens per step */
     gf_rng rng;

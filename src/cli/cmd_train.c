@@ -11,32 +11,38 @@
 static volatile int stop_flag;
 static void on_signal(int sig) { (void)sig; stop_flag = 1; }
 
-static void help(void) {
-    printf("usage: gflow train RECIPE [--set section.key=value]... [--overwrite] [--quiet]\n"
-           "       gflow train --resume RUN_DIR [--set run.device=D] [--set run.threads=N] [--stop-after STEPS]\n"
-           "                   [--allow-data-change]\n\n"
-           "  Trains the model the recipe describes and writes the run to <out_dir>/<name>/:\n"
-           "  recipe.ini, metrics.tsv, speed.tsv, last.ckpt, best.ckpt, summary.tsv.\n"
-           "  Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves last.ckpt and exits;\n"
-           "  --resume continues bit-identically (same metrics.tsv bytes, same weights).\n\n"
-           "  --set k=v        override one recipe key (repeatable), e.g. --set model.r=16\n"
-           "  --resume DIR     continue the run in DIR with the recipe stored in its checkpoint; a run\n"
-           "                   stopped before its first checkpoint starts again from step 0 with its\n"
-           "                   recipe.ini. Refused when a data file (a split, the tokenizer corpus)\n"
-           "                   differs from the sha256 that last.ckpt recorded. --set may change where\n"
-           "                   it runs, nothing else: run.device (a GPU run continues on the CPU, or\n"
-           "                   back) and run.threads\n"
-           "  --allow-data-change  resume on changed data anyway (its rows no longer continue the run's)\n"
-           "  --stop-after N   stop (resumably) after N optimizer steps in total\n"
-           "  --overwrite      start afresh in a run directory that already holds a run\n"
-           "  --quiet          no progress lines\n\n"
-           "  Data parallel (built with MPI, the default when libopenmpi-dev is present):\n"
-           "    mpirun -np N --bind-to none gflow train RECIPE\n"
-           "  splits every global batch of [train] batch_size rows into N slices (N must divide it),\n"
-           "  sums gradients with one MPI_Allreduce per step; rank 0 writes the run; --resume works\n"
-           "  with any N. Ranks on one host share its cores unless [run] threads is set.\n\n"
-           "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n");
-}
+enum { O_SET = 1, O_RESUME, O_ALLOW_DATA_CHANGE, O_STOP_AFTER, O_OVERWRITE, O_QUIET };
+static const gf_cli_opt k_opts[] = {
+    {O_SET, "set", "section.key=value", "override one recipe key (repeatable), e.g. --set model.r=16"},
+    {O_RESUME, "resume", "RUN_DIR",
+     "continue the run in RUN_DIR with the recipe stored in its checkpoint; a run\n"
+     "stopped before its first checkpoint starts again from step 0 with its\n"
+     "recipe.ini. Refused when a data file (a split, the tokenizer corpus)\n"
+     "differs from the sha256 that last.ckpt recorded. --set may change where\n"
+     "it runs, nothing else: run.device (a GPU run continues on the CPU, or\n"
+     "back) and run.threads"},
+    {O_ALLOW_DATA_CHANGE, "allow-data-change", NULL, "resume on changed data anyway (its rows no longer continue the run's)"},
+    {O_STOP_AFTER, "stop-after", "N", "stop (resumably) after N optimizer steps in total"},
+    {O_OVERWRITE, "overwrite", NULL, "start afresh in a run directory that already holds a run"},
+    {O_QUIET, "quiet", NULL, "no progress lines"},
+    {0},
+};
+static const gf_cli_spec k_spec = {
+    "train",
+    "RECIPE [--set section.key=value]... [--overwrite] [--quiet]\n"
+    "--resume RUN_DIR [--set run.device=D] [--set run.threads=N] [--stop-after N] [--allow-data-change]",
+    "  Trains the model the recipe describes and writes the run to <out_dir>/<name>/:\n"
+    "  recipe.ini, metrics.tsv, speed.tsv, last.ckpt, best.ckpt, summary.tsv.\n"
+    "  Ctrl-C (SIGINT) or SIGTERM finishes the current step, saves last.ckpt and exits;\n"
+    "  --resume continues bit-identically (same metrics.tsv bytes, same weights).\n",
+    k_opts,
+    "  Data parallel (built with MPI, the default when libopenmpi-dev is present):\n"
+    "    mpirun -np N --bind-to none gflow train RECIPE\n"
+    "  splits every global batch of [train] batch_size rows into N slices (N must divide it),\n"
+    "  sums gradients with one MPI_Allreduce per step; rank 0 writes the run; --resume works\n"
+    "  with any N. Ranks on one host share its cores unless [run] threads is set.\n\n"
+    "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n",
+};
 
 /* --resume DIR: the recipe in DIR/last.ckpt; a run stopped before its first checkpoint (no
  * last.ckpt, no best.ckpt) has nothing to continue, so it starts again from step 0 with its
@@ -59,24 +65,27 @@ int gf_cmd_train(int argc, char **argv) {
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int64_t n_sets = 0;
     gf_train_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); free(sets); return GF_EXIT_OK; }
-        else if (!strcmp(a, "--set") && i + 1 < argc) sets[n_sets++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6)) sets[n_sets++] = a + 6;
-        else if (!strcmp(a, "--resume") && i + 1 < argc) resume = argv[++i];
-        else if (!strcmp(a, "--stop-after") && i + 1 < argc) {
-            long long v = 0;
-            if (!gf_arg_int("train", a, argv[++i], 1, LLONG_MAX, &v)) { free(sets); return GF_EXIT_USAGE; }
-            o.stop_after = v;
+    gf_cli p;
+    gf_cli_begin(&p, &k_spec, argc, argv);
+    const char *v;
+    int k;
+    long long n = 0;
+    while ((k = gf_cli_next(&p, &v)) > 0) {
+        switch (k) {
+        case O_SET: sets[n_sets++] = v; break;
+        case O_RESUME: resume = v; break;
+        case O_ALLOW_DATA_CHANGE: o.allow_data_change = 1; break;
+        case O_STOP_AFTER:
+            if (!gf_arg_int("train", "--stop-after", v, 1, LLONG_MAX, &n)) k = GF_CLI_USAGE;
+            o.stop_after = n;
+            break;
+        case O_OVERWRITE: o.overwrite = 1; break;
+        case O_QUIET: o.quiet = 1; break;
         }
-        else if (!strcmp(a, "--overwrite")) o.overwrite = 1;
-        else if (!strcmp(a, "--allow-data-change")) o.allow_data_change = 1;
-        else if (!strcmp(a, "--quiet")) o.quiet = 1;
-        else if (a[0] == '-') { fprintf(stderr, "gflow train: unknown option '%s' (or missing value)\n", a); free(sets); return GF_EXIT_USAGE; }
-        else if (!recipe) recipe = a;
-        else { fprintf(stderr, "gflow train: unexpected argument '%s'\n", a); free(sets); return GF_EXIT_USAGE; }
+        if (k < 0) break;
     }
+    if (k < 0 || !gf_cli_args(&p, 0, 1, "a recipe file")) { free(sets); return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE; }
+    if (p.n_pos) recipe = p.pos[0];
     for (int64_t i = 0; resume && i < n_sets; i++)
         if (!gf_recipe_set_is_placement(sets[i])) {
             fprintf(stderr, "gflow train: --set %s with --resume: a run being resumed keeps its recipe; only "
@@ -85,10 +94,8 @@ int gf_cmd_train(int argc, char **argv) {
             return GF_EXIT_USAGE;
         }
     if (!recipe == !resume) {
-        fprintf(stderr, "gflow train: give a recipe file or --resume RUN_DIR (not both)\n");
-        help();
         free(sets);
-        return GF_EXIT_USAGE;
+        return gf_cli_usage(&k_spec, "give a recipe file or --resume RUN_DIR (not both)");
     }
     /* join the MPI job, if started by mpirun (a build without MPI refuses one) */
     gf_status st = gf_dist_init(&argc, &argv);

@@ -80,6 +80,15 @@ static const cli_case k_cases[] = {
     {"", 0, {"eval", "/tmp", "--ckpt", "middle", NULL}, 2, "--ckpt", ""},
     {"", 0, {"eval", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
     {"", 0, {"export", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
+    /* getopt_long's conventions (issue 36): --opt=value, prefixes, `--` */
+    {"", 0, {"train", "@base", "--s", "x", NULL}, 2, "'--s' is ambiguous", "--stop-after"},
+    {"", 0, {"train", "@base", "--quiet=1", NULL}, 2, "--quiet", "takes no value"},
+    {"", 0, {"train", "@base", "--stop-after=", NULL}, 2, "--stop-after", "got ''"},
+    {"", 0, {"bench", "@base", "--steps=abc", NULL}, 2, "--steps", "'abc'"},
+    {"", 0, {"eval", "--ckpt=middle", "/tmp", NULL}, 2, "--ckpt", "middle"},
+    {"", 0, {"sample", "/tmp", "--prompt", NULL}, 2, "--prompt", "needs a value"},
+    {"", 0, {"info", "--", "--keys", NULL}, 1, "--keys", "cannot open"},
+    {"", 0, {"probe", "pca", "/tmp", "--frob=2", NULL}, 2, "unknown option '--frob'", ""},
 };
 
 GF_TEST(unit, rel_cli_bad_inputs_table) {
@@ -354,6 +363,26 @@ GF_TEST(smoke, rel_help_options_are_accepted) {
         }
     }
     GF_CHECK(nopts > 40, "%d advertised options found: the help parsing is broken", nopts);
+}
+
+/* Issue 36: every command parses with getopt_long from its option table: `--opt=value` and
+ * `--opt value`, options before and after the arguments, a unique prefix of a long name. */
+GF_TEST(smoke, rel_cli_getopt_forms_are_accepted) {
+    char cmd[2400], out[900];
+    snprintf(out, sizeof out, "%s/../getopt.out", rel_runs_dir());
+    snprintf(cmd, sizeof cmd, "'%s' bench --steps=1 --warm 0 --peak-n=0 --no-profile '%s' --set=train.batch_size=2 "
+             "--threads=1 > '%s' 2>&1", rel_gflow_exe(), rel_base_recipe(), out);
+    int rc = system(cmd);
+    char *t = gf_test_slurp(out, NULL);
+    GF_CHECK(rc == 0 && t && strstr(t, "steps: 1 (after 0 warmup)") && strstr(t, " B=2 threads=1"),
+             "bench with --opt=value forms: status %d: %s", rc, t ? t : "");
+    free(t);
+    snprintf(cmd, sizeof cmd, "'%s' info --set model.n_layers=1 '%s' > '%s' 2>&1", rel_gflow_exe(), rel_base_recipe(), out);
+    rc = system(cmd);
+    t = gf_test_slurp(out, NULL);
+    GF_CHECK(rc == 0 && t && strstr(t, "blocks.0.") && !strstr(t, "blocks.1."), "info with --set before the recipe: status %d: %s",
+             rc, t ? t : "");
+    free(t);
 }
 
 /* Issue 35 item 4: a message names what it is about: `probe curvature` on a one-layer run named
