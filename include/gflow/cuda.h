@@ -110,6 +110,15 @@ gf_status gf_cuda_sgemm_gflops(int64_t m, int64_t n, int64_t k, int tf32, int re
  * element is not (a finite float's square cannot overflow a double). */
 #define GF_SUMSQ_BLOCKS 1024
 gf_status gf_cuda_sumsq(const float *x, int64_t n, double *out);
+/* The same sum into out_dev (one double of device memory) on the stream: no wait; a launch's
+ * failure is noted (gf_cuda_sync reports it). */
+gf_status gf_cuda_sumsq_to(const float *x, int64_t n, double *out_dev);
+/* The lowest i < n with x[i] not finite into *out_dev (int64, -1: none), the same two stages with
+ * a minimum; both kernels return at once unless *when_dev is non-zero (device memory a kernel
+ * queued before sets: the step's non-finite flag), so a step pays for the search only when its
+ * gradient is not finite. Needs n < 2^53. */
+gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const int32_t *when_dev, int64_t *out_dev);
+
 
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by

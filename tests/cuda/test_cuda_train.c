@@ -10,6 +10,8 @@
  *    within one float rounding (2.5e-7 relative); no change when the coefficient is >= 1 or
  *    max_norm <= 0; a NaN or an infinity in one gradient makes the norm non-finite and leaves
  *    the gradients alone;
+ *  - the lowest index of a non-finite gradient (gf_cuda_first_nonfinite, two stages with a
+ *    minimum) against a scan on the host, and nothing written while its flag is off;
  *  - sessions: a GPU session starts from the CPU session's bits; a checkpoint saved from either
  *    loads into the other with the same bits (weights, m, v), and exports the same safetensors;
  *    the block moves back to the host and again to the device unchanged; [run] tf32 sets cuBLAS's
@@ -282,6 +284,52 @@ GF_TEST(cuda, nonfinite_gradient_detected) {
     GF_CHECK_OK(gf_clip_grad(&h, 0.0, &norm));
     GF_CHECK(norm == (double)FLT_MAX, "norm %.17g", norm);
     gf_params_free(&h);
+}
+
+/* gf_cuda_first_nonfinite against a scan on the host: sizes under a warp, over one stage-1 block's
+ * share and over 1024 blocks' shares; non-finite values (NaN, ±inf) at the start, the end, in
+ * several blocks at once (the lowest wins), none (-1); a zero flag leaves the output alone. */
+GF_TEST(cuda, first_nonfinite_matches_host_scan) {
+    static const int64_t sizes[] = {1, 31, 2049, 1048583};
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    int32_t *flag = NULL;
+    int64_t *out = NULL;
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&flag, sizeof *flag));
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&out, sizeof *out));
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        float *h = malloc((size_t)n * sizeof *h), *d = NULL;
+        GF_REQUIRE_OK(gf_cuda_malloc((void **)&d, (size_t)n * sizeof *d));
+        /* the positions set in each case (-1: unused; taken mod n, for the smallest n) */
+        const int64_t cases[5][3] = {{-1, -1, -1}, {0, n - 1, -1}, {n - 1, -1, -1}, {n / 2, n / 3, n - 1},
+                                     {n * 7 / 8, n / 5 + 1, n / 5 + 2}};
+        for (int c = 0; c < 5; c++) {
+            fill(h, n, 40 + (uint64_t)c, 100.0f);
+            for (int j = 0; j < 3; j++)
+                if (cases[c][j] >= 0) h[cases[c][j] % n] = bad[(c + j) % 3];
+            int64_t want = -1;
+            for (int64_t i = 0; i < n && want < 0; i++)
+                if (!isfinite(h[i])) want = i;
+            GF_REQUIRE_OK(gf_cuda_upload(d, h, (size_t)n * sizeof *h));
+            const int32_t on = 1, off = 0;
+            const int64_t mark = -7;
+            int64_t got = 0;
+            GF_REQUIRE_OK(gf_cuda_upload(out, &mark, sizeof mark));
+            GF_REQUIRE_OK(gf_cuda_upload(flag, &off, sizeof off));
+            GF_REQUIRE_OK(gf_cuda_first_nonfinite(d, n, flag, out));
+            GF_REQUIRE_OK(gf_cuda_download(&got, out, sizeof got));
+            GF_CHECK(got == mark, "n %lld case %d: the flag off, yet %lld written", (long long)n, c, (long long)got);
+            GF_REQUIRE_OK(gf_cuda_upload(flag, &on, sizeof on));
+            GF_REQUIRE_OK(gf_cuda_first_nonfinite(d, n, flag, out));
+            GF_REQUIRE_OK(gf_cuda_download(&got, out, sizeof got));
+            GF_CHECK(got == want, "n %lld case %d: first non-finite at %lld, the host's %lld", (long long)n, c,
+                     (long long)got, (long long)want);
+        }
+        gf_cuda_free(d);
+        free(h);
+    }
+    gf_cuda_free(flag);
+    gf_cuda_free(out);
 }
 
 /* ---- sessions ---- */
