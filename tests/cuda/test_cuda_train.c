@@ -12,6 +12,9 @@
  *    the gradients alone;
  *  - the lowest index of a non-finite gradient (gf_cuda_first_nonfinite, two stages with a
  *    minimum) against a scan on the host, and nothing written while its flag is off;
+ *  - the step queue (the clip, the non-finite check and AdamW decided on the device, records read
+ *    back at a flush) against the old device path on a second block: the same bits, skipped steps,
+ *    clipping and the sticky stop included (the test's comment says how);
  *  - sessions: a GPU session starts from the CPU session's bits; a checkpoint saved from either
  *    loads into the other with the same bits (weights, m, v), and exports the same safetensors;
  *    the block moves back to the host and again to the device unchanged; [run] tf32 sets cuBLAS's
@@ -160,20 +163,29 @@ GF_TEST(cuda, params_block_on_device) {
     GF_CHECK_OK(gf_cuda_sync());
 }
 
+/* two blocks (make_block) with the same weights, b on the device, a too when both_on_device; an
+ * AdamW configuration with decayed biases, undecayed norms, decayed embeddings: all keep
+ * factors; both optimizer states reset */
+static void adamw_pair(gf_params *a, gf_params *b, int both_on_device, gf_adamw_cfg *cfg, gf_adamw_state *sa,
+                       gf_adamw_state *sb) {
+    make_block(a, NULL);
+    make_block(b, NULL);
+    fill(a->data, a->n, 3, 0.5f);
+    memcpy(b->data, a->data, (size_t)a->n * sizeof(float));
+    GF_ASSERT(gf_params_to_device(b, GF_DEV_CUDA) == GF_OK, "to device: %s", gf_last_error());
+    if (both_on_device) GF_ASSERT(gf_params_to_device(a, GF_DEV_CUDA) == GF_OK, "to device: %s", gf_last_error());
+    gf_adamw_cfg_default(cfg);
+    cfg->weight_decay = 0.1;
+    cfg->decay[GF_PK_BIAS] = 1;
+    gf_adamw_reset(a, sa);
+    gf_adamw_reset(b, sb);
+}
+
 GF_TEST(cuda, adamw_matches_cpu_bitwise) {
     gf_params c, g;
-    make_block(&c, NULL);
-    make_block(&g, NULL);
-    fill(c.data, c.n, 3, 0.5f);
-    memcpy(g.data, c.data, (size_t)c.n * sizeof(float));
-    GF_REQUIRE_OK(gf_params_to_device(&g, GF_DEV_CUDA));
     gf_adamw_cfg cfg;
-    gf_adamw_cfg_default(&cfg);
-    cfg.weight_decay = 0.1;
-    cfg.decay[GF_PK_BIAS] = 1; /* decayed biases, undecayed norms, decayed embeddings: all keep factors */
     gf_adamw_state sc, sg;
-    gf_adamw_reset(&c, &sc);
-    gf_adamw_reset(&g, &sg);
+    adamw_pair(&c, &g, 0, &cfg, &sc, &sg);
     static const double lrs[] = {1e-3, 3e-3, 1e-2, 5e-4, 2e-3, 1e-3, 7e-3, 1e-4};
     for (int s = 0; s < 8; s++) {
         fill_grads(c.grad, c.n, 100 + (uint64_t)s);
@@ -330,6 +342,109 @@ GF_TEST(cuda, first_nonfinite_matches_host_scan) {
     }
     gf_cuda_free(flag);
     gf_cuda_free(out);
+}
+
+/* one step of the old device path (gf_clip_grad, the non-finite check, gf_adamw_step) and its
+ * record, as gf_step_queue_push decides it */
+static gf_step_rec old_step(gf_params *a, gf_adamw_state *sa, const gf_adamw_cfg *cfg, double lr, double max_norm,
+                            float loss, int stopped) {
+    gf_step_rec r = {.loss = loss, .bad = -1};
+    if (gf_clip_grad(a, max_norm, &r.grad_norm)) gf_test_fail(__FILE__, __LINE__, "clip: %s", gf_last_error());
+    r.skipped = stopped || !isfinite(loss) || !isfinite(r.grad_norm);
+    if (!r.skipped) gf_adamw_step(a, sa, cfg, lr);
+    return r;
+}
+
+/* the queue's records against the old path's; the blocks' four arrays the same bits */
+static void same_records(const char *what, const gf_step_rec *got, const gf_step_rec *want, int n, gf_params *q,
+                         gf_params *a) {
+    for (int i = 0; i < n; i++)
+        GF_CHECK(!memcmp(&got[i].grad_norm, &want[i].grad_norm, sizeof(double)) &&
+                     !memcmp(&got[i].loss, &want[i].loss, sizeof(float)) && got[i].skipped == want[i].skipped &&
+                     got[i].bad == want[i].bad,
+                 "%s, record %d: norm %.17g loss %g skipped %d bad %lld; the old path: %.17g %g %d %lld", what, i,
+                 got[i].grad_norm, (double)got[i].loss, got[i].skipped, (long long)got[i].bad, want[i].grad_norm,
+                 (double)want[i].loss, want[i].skipped, (long long)want[i].bad);
+    same_parts(what, q, a, 0, GF_PP_COUNT);
+}
+
+/* The step queue (gflow/optim.h: the clip, the non-finite check and AdamW decided on the device)
+ * against the old device path on a second block (whose AdamW adamw_matches_cpu_bitwise holds to
+ * the CPU's bits, and whose norm is the same reduction): 12 steps in sequences of 5, 4 and 3,
+ * the learning rate and max_norm varying (none, a coefficient >= 1, clips), a NaN gradient at step
+ * 4 and an infinite loss at step 7, both skipped (so the device's step count, and the bias
+ * corrections after them, are checked). After each flush: the same bits in data, grad, m, v; the
+ * records the same (norm bits, loss, skipped, the NaN's index); the applied steps counted. Then
+ * stop_sticky: a NaN at the second step of a sequence of four skips the last three; the next
+ * sequence applies again. */
+GF_TEST(cuda, step_queue_matches_device_step_bitwise) {
+    gf_params a, q;
+    gf_adamw_cfg cfg;
+    gf_adamw_state sa, sq;
+    adamw_pair(&a, &q, 1, &cfg, &sa, &sq);
+    gf_step_queue *queue = NULL;
+    GF_REQUIRE_OK(gf_step_queue_open(&queue));
+    enum { S = 12 };
+    float *loss_dev = NULL, *g = malloc((size_t)a.n * sizeof *g);
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&loss_dev, (S + 6) * sizeof(float)));
+    static const double lrs[S] = {1e-3, 3e-3, 1e-2, 5e-4, 2e-3, 1e-3, 7e-3, 1e-4, 2e-3, 5e-3, 1e-3, 3e-4};
+    static const double maxn[S] = {0, 1e9, 1.0, 1.0, 0.5, 0, 2.0, 1.0, 1e9, 0.3, 1.0, 0};
+    const int64_t nan_at = a.items[2]->offset + 17; /* in ln.weight */
+    gf_step_rec want[GF_STEP_RING], got[GF_STEP_RING];
+    int queued = 0, n = 0, clipped = 0;
+    for (int s = 0; s < S; s++) {
+        fill_grads(g, a.n, 200 + (uint64_t)s);
+        if (s == 3) g[nan_at] = NAN;
+        const float loss = s == 6 ? INFINITY : 2.5f + 0.125f * (float)s;
+        GF_REQUIRE_OK(gf_params_set(&a, GF_PP_GRAD, g));
+        GF_REQUIRE_OK(gf_params_set(&q, GF_PP_GRAD, g));
+        want[queued] = old_step(&a, &sa, &cfg, lrs[s], maxn[s], loss, 0);
+        if (s == 3) want[queued].bad = nan_at;
+        clipped += maxn[s] > 0 && isfinite(want[queued].grad_norm) && maxn[s] / (want[queued].grad_norm + 1e-6) < 1;
+        queued++;
+        GF_REQUIRE_OK(gf_cuda_upload(loss_dev + s, &loss, sizeof loss));
+        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, &sq, &cfg, lrs[s], maxn[s], loss_dev + s, 0));
+        GF_CHECK(gf_step_queue_count(queue) == queued, "step %d: %d queued", s + 1, gf_step_queue_count(queue));
+        if (s != 4 && s != 8 && s != S - 1) continue;
+        GF_REQUIRE_OK(gf_step_queue_flush(queue, &sq, got, &n));
+        GF_REQUIRE(n == queued, "flush after step %d: %d records for %d steps", s + 1, n, queued);
+        char what[64];
+        snprintf(what, sizeof what, "the flush after step %d", s + 1);
+        same_records(what, got, want, n, &q, &a);
+        GF_CHECK(sq.step == sa.step && gf_step_queue_count(queue) == 0, "%s: %lld steps applied, the old path %lld",
+                 what, (long long)sq.step, (long long)sa.step);
+        queued = 0;
+        if (gf_test_failed_now()) break;
+    }
+    GF_CHECK(sa.step == S - 2 && clipped >= 3, "%lld steps applied (10), %d clipped (the cases changed)",
+             (long long)sa.step, clipped);
+    /* [train] nonfinite = stop: the sequence stops at its first skip */
+    for (int s = 0; s < 6; s++) {
+        fill_grads(g, a.n, 300 + (uint64_t)s);
+        if (s == 1) g[nan_at + 5] = INFINITY;
+        const float loss = 1.5f;
+        GF_REQUIRE_OK(gf_params_set(&a, GF_PP_GRAD, g));
+        GF_REQUIRE_OK(gf_params_set(&q, GF_PP_GRAD, g));
+        want[queued] = old_step(&a, &sa, &cfg, 1e-3, 1.0, loss, s >= 1 && s < 4);
+        if (s == 1) want[queued].bad = nan_at + 5;
+        queued++;
+        GF_REQUIRE_OK(gf_cuda_upload(loss_dev + S + s, &loss, sizeof loss));
+        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, &sq, &cfg, 1e-3, 1.0, loss_dev + S + s, 1));
+        if (s != 3 && s != 5) continue;
+        GF_REQUIRE_OK(gf_step_queue_flush(queue, &sq, got, &n));
+        GF_REQUIRE(n == queued, "stop: %d records for %d steps", n, queued);
+        same_records(s == 3 ? "a sequence stopped at its second step" : "the sequence after it", got, want, n, &q,
+                     &a);
+        GF_CHECK(sq.step == sa.step, "stop: %lld steps applied, the old path %lld", (long long)sq.step,
+                 (long long)sa.step);
+        queued = 0;
+    }
+    GF_CHECK(sa.step == S - 2 + 3, "the old path applied %lld steps (13)", (long long)sa.step);
+    gf_step_queue_close(queue);
+    gf_cuda_free(loss_dev);
+    free(g);
+    gf_params_free(&a);
+    gf_params_free(&q);
 }
 
 /* ---- sessions ---- */
