@@ -119,7 +119,6 @@ gf_status gf_cuda_sumsq_to(const float *x, int64_t n, double *out_dev);
  * gradient is not finite. Needs n < 2^53. */
 gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const int32_t *when_dev, int64_t *out_dev);
 
-
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by
  * gf_ctx_reset. When a chunk is full a new one is chained (cudaMalloc); reset coalesces the
@@ -135,9 +134,12 @@ typedef struct gf_cuda_chunk {
 /* Pinned host memory for the step's host-to-device copies (gf_cuda_stage): a copy from pinned
  * memory is a DMA in stream order that the host does not wait for; one from pageable memory may
  * make the host wait for the stream (the runtime's documented behaviour), which would stop it
- * queueing the rest of the step while the GPU runs. Two buffers, used in alternate steps: the
- * step that reuses one first waits for the event recorded at the end of the step that filled it,
- * so no copy can read bytes the host has already overwritten. */
+ * queueing the rest of the step while the GPU runs. GF_CUDA_STAGES buffers, used in turn, one a
+ * step (a reset ends it): the step that reuses one first waits for the event recorded at the end
+ * of the step that filled it, so no copy can read bytes the host has already overwritten. One
+ * more than the steps a training step queue holds (GF_STEP_RING, gflow/optim.h): the flush of a
+ * full queue has waited for that event already, so deferred steps never wait here. */
+#define GF_CUDA_STAGES 17 /* GF_STEP_RING + 1 (asserted in src/core/cuda/arena.c) */
 typedef struct gf_cuda_staging {
     unsigned char *buf; /* pinned host memory (cudaHostAlloc), cap bytes; NULL before the first */
     size_t cap, used;
@@ -150,7 +152,7 @@ typedef struct gf_cuda_arena {
     size_t used, high_water, min_chunk;
     int64_t n_resets;
     int64_t n_mallocs; /* cudaMalloc calls so far (tests check the steady state) */
-    gf_cuda_staging stage[2];
+    gf_cuda_staging stage[GF_CUDA_STAGES];
     int cur;                         /* the staging buffer of this step */
     size_t staged, staged_high;      /* staged bytes this step, most in one step */
     size_t stage_refused;            /* staged_high when cudaHostAlloc last failed (0: never) */

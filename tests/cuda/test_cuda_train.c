@@ -28,11 +28,14 @@
  *    the order of one addition, stays within ~1e-6 relative over 216 steps (tests/mpi/test_mpi.sh);
  *    a wrong kernel (a dropped mask, a wrong gradient) moves the loss by 1e-2 or more within a few
  *    steps. The measured maxima are printed (the first GPU run should put them in docs/cuda.md).
- *    On the emulator also: from the third step on the host waits for the stream exactly twice
- *    a step (the loss after backward, the gradient norm), so never inside the forward, and
- *    uploads nothing from pageable memory (every host array goes through the pinned staging);
+ *    The GPU's steps are deferred and flushed as the trainer does (a full ring of 16, then every
+ *    7 steps, the last): the same steps applied. On the emulator also: from the third step on a
+ *    deferred step never waits for the stream (not in the forward, not for the loss or the norm,
+ *    not in the staging's turn), a flush waits once, and nothing is uploaded from pageable memory
+ *    (every host array goes through the pinned staging);
  *  - the trainer: a run stopped on the GPU resumes on the CPU, and one stopped on the CPU resumes on
- *    the GPU; both finish on the CPU run's curve (metrics.tsv rows within 1e-3).
+ *    the GPU; both finish on the CPU run's curve (metrics.tsv rows within 1e-3); [train] nonfinite
+ *    = stop and = skip on both devices: the same failing step and tensor, the same rows.
  * Tests that train need every op of the model on the GPU (docs/cuda.md lists those that are).
  */
 #include "cuda_check.h"
@@ -562,6 +565,8 @@ static void steps_match_in(const char *family, gf_precision prec, double tol) {
     const int64_t spe = (items + B - 1) / B;
     double worst_early = 0, worst_late = 0, worst_gn = 0;
     int64_t mallocs = -1;
+    gf_step_out out_c[K], done[GF_STEP_RING];
+    int flushes = 0;
     for (int64_t step = 0; step < K; step++) {
         int64_t rows = 0, rows_g = 0;
         GF_REQUIRE_OK(gf_session_next(&c, &rows));
@@ -573,36 +578,59 @@ static void steps_match_in(const char *family, gf_precision prec, double tol) {
         uint64_t key = (uint64_t)rc.run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(step + 1) * 0x9E3779B97F4A7C15ull);
         gf_rng_seed(&c.rng, key);
         gf_rng_seed(&g.rng, key);
-        gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = rc.optim.clip};
+        gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = rc.optim.clip, .defer = 1};
         in.lr = gf_schedule_lr(&sch, step, spe, K);
-        gf_step_out out_c, out_g;
-        GF_REQUIRE_OK(gf_train_step(&c, &oc, &ac, &in, &out_c));
+        gf_step_out out_g;
+        GF_REQUIRE_OK(gf_train_step(&c, &oc, &ac, &in, &out_c[step]));
+        GF_REQUIRE(!out_c[step].queued, "a CPU step queued");
 #ifdef GF_CUDA_EMULATOR
-        const unsigned long waits0 = gf_emu_waits(), pageable0 = gf_emu_pageable_uploads();
+        unsigned long waits0 = gf_emu_waits(), pageable0 = gf_emu_pageable_uploads();
 #endif
         GF_REQUIRE_OK(gf_train_step(&g, &og, &ac, &in, &out_g));
-#ifdef GF_CUDA_EMULATOR /* the host waits for the GPU twice a step (the loss, Σg²), never in the forward */
-        const unsigned long waits = gf_emu_waits() - waits0;
-        if (step >= 2) GF_CHECK(waits == 2, "%s step %lld: the host waited for the stream %lu times (2: the loss "
-                                "after backward, the gradient norm)", family, (long long)step + 1, waits);
+#ifdef GF_CUDA_EMULATOR /* a deferred step waits for nothing (the staging's turn included) */
+        unsigned long waits = gf_emu_waits() - waits0;
+        if (step >= 2) GF_CHECK(waits == 0, "%s step %lld: the host waited for the stream %lu times (0)", family,
+                                (long long)step + 1, waits);
         const unsigned long pageable = gf_emu_pageable_uploads() - pageable0; /* all through the pinned staging */
         if (step >= 2) GF_CHECK(pageable == 0, "%s step %lld: %lu uploads from pageable memory", family,
                                 (long long)step + 1, pageable);
 #endif
-        GF_REQUIRE(!out_c.nonfinite && !out_g.nonfinite, "step %lld: non-finite (%s, %s)", (long long)step,
-                   out_c.nonfinite ? out_c.nonfinite : "-", out_g.nonfinite ? out_g.nonfinite : "-");
-        const double dl = fabs((double)out_g.loss - out_c.loss) / fabs((double)out_c.loss);
-        const double dg = fabs(out_g.grad_norm - out_c.grad_norm) / out_c.grad_norm;
-        if (step < 20) worst_early = fmax(worst_early, dl);
-        else worst_late = fmax(worst_late, dl);
-        worst_gn = fmax(worst_gn, dg);
-        GF_CHECK(dl <= (step < 20 ? tol : 10 * tol), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
-                 family, (long long)step + 1, (double)out_g.loss, (double)out_c.loss, dl);
-        GF_CHECK(dg <= 10 * tol, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
-                 (long long)step + 1, out_g.grad_norm, out_c.grad_norm, dg);
-        if (gf_test_failed_now()) break;
+        GF_REQUIRE(out_g.queued && gf_train_pending(&g) >= 1, "%s step %lld: not queued", family, (long long)step + 1);
         if (step == 1) mallocs = g.ctx.cuda->n_mallocs;
+        /* flushed as the trainer does: when the ring is full (steps 1-16), every 7 steps after, at the end */
+        const int pend = gf_train_pending(&g);
+        if (!(pend == GF_STEP_RING || (step >= GF_STEP_RING && pend == 7) || step == K - 1)) continue;
+#ifdef GF_CUDA_EMULATOR
+        waits0 = gf_emu_waits();
+#endif
+        int n = 0;
+        GF_REQUIRE_OK(gf_train_flush(&g, &og, done, &n));
+        flushes++;
+#ifdef GF_CUDA_EMULATOR /* one wait for the records of all of them */
+        waits = gf_emu_waits() - waits0;
+        GF_CHECK(waits == 1, "%s: the flush after step %lld waited %lu times (1)", family, (long long)step + 1, waits);
+#endif
+        GF_REQUIRE(n == pend && gf_train_pending(&g) == 0, "%s: %d records for %d steps", family, n, pend);
+        GF_CHECK(og.step == oc.step, "%s step %lld: %lld steps applied on the GPU, %lld on the CPU", family,
+                 (long long)step + 1, (long long)og.step, (long long)oc.step);
+        for (int i = 0; i < n; i++) {
+            const int64_t k = step - n + 1 + i;
+            const gf_step_out *oc_k = &out_c[k], *og_k = &done[i];
+            GF_REQUIRE(!oc_k->nonfinite && !og_k->nonfinite, "step %lld: non-finite (%s, %s)", (long long)k + 1,
+                       oc_k->nonfinite ? oc_k->nonfinite : "-", og_k->nonfinite ? og_k->nonfinite : "-");
+            const double dl = fabs((double)og_k->loss - oc_k->loss) / fabs((double)oc_k->loss);
+            const double dg = fabs(og_k->grad_norm - oc_k->grad_norm) / oc_k->grad_norm;
+            if (k < 20) worst_early = fmax(worst_early, dl);
+            else worst_late = fmax(worst_late, dl);
+            worst_gn = fmax(worst_gn, dg);
+            GF_CHECK(dl <= (k < 20 ? tol : 10 * tol), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
+                     family, (long long)k + 1, (double)og_k->loss, (double)oc_k->loss, dl);
+            GF_CHECK(dg <= 10 * tol, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
+                     (long long)k + 1, og_k->grad_norm, oc_k->grad_norm, dg);
+        }
+        if (gf_test_failed_now()) break;
     }
+    GF_CHECK(flushes == 8, "%s: %d flushes (8: after steps 16, 23, ..., 58, 60)", family, flushes);
     GF_CHECK(g.ctx.cuda->n_mallocs == mallocs, "%s: cudaMalloc in the steady state (%lld after step 2, %lld at the end)",
              family, (long long)mallocs, (long long)g.ctx.cuda->n_mallocs);
     gf_eval_result ec, eg;
@@ -624,8 +652,9 @@ GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer",
  * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3, 1.3e-2 under ASan) */
 GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 3e-3); }
 
-/* metrics.tsv's loss column row by row: the same rows (step, split), losses within tol */
-static void metrics_close(const char *a_dir, const char *b_dir, double tol) {
+/* metrics.tsv row by row: the same rows (step, epoch, split), the same missing perplexities (a
+ * skipped step's), losses within tol (non-finite ones alike); at least min_rows of them */
+static void metrics_close(const char *a_dir, const char *b_dir, double tol, int min_rows) {
     char pa[800], pb[800];
     snprintf(pa, sizeof pa, "%s/metrics.tsv", a_dir);
     snprintf(pb, sizeof pb, "%s/metrics.tsv", b_dir);
@@ -636,16 +665,18 @@ static void metrics_close(const char *a_dir, const char *b_dir, double tol) {
     int rows = 0;
     for (; la && lb; la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb)) {
         long long s1, s2, e1, e2;
-        char p1[16], p2[16];
+        char p1[16], p2[16], x1[32], x2[32];
         double l1, l2;
-        if (sscanf(la, "%lld\t%lld\t%15s\t%lf", &s1, &e1, p1, &l1) != 4) continue; /* the header */
-        const int got = sscanf(lb, "%lld\t%lld\t%15s\t%lf", &s2, &e2, p2, &l2);
-        GF_REQUIRE(got == 4, "row '%s'", lb);
-        GF_CHECK(s1 == s2 && !strcmp(p1, p2), "rows differ: '%s' vs '%s'", la, lb);
-        GF_CHECK(fabs(l1 - l2) <= tol * fabs(l1), "%s: '%s' vs '%s'", b_dir, lb, la);
+        if (sscanf(la, "%lld\t%lld\t%15s\t%lf\t%31s", &s1, &e1, p1, &l1, x1) != 5) continue; /* the header */
+        const int got = sscanf(lb, "%lld\t%lld\t%15s\t%lf\t%31s", &s2, &e2, p2, &l2, x2);
+        GF_REQUIRE(got == 5, "row '%s'", lb);
+        GF_CHECK(s1 == s2 && e1 == e2 && !strcmp(p1, p2) && !strcmp(x1, "-") == !strcmp(x2, "-"),
+                 "rows differ: '%s' vs '%s'", la, lb);
+        GF_CHECK(isfinite(l1) ? fabs(l1 - l2) <= tol * fabs(l1) : isnan(l1) == isnan(l2) && l1 == l2,
+                 "%s: '%s' vs '%s'", b_dir, lb, la);
         rows++;
     }
-    GF_CHECK(!la && !lb && rows > 30, "%s has %d rows like %s, and no more", b_dir, rows, a_dir);
+    GF_CHECK(!la && !lb && rows >= min_rows, "%s has %d rows like %s, and no more", b_dir, rows, a_dir);
     free(a);
     free(b);
 }
@@ -670,7 +701,7 @@ GF_TEST(cuda, train_run_resumes_across_devices) {
     gf_train_opts res = {.quiet = 1, .resume_dir = g2c};
     GF_REQUIRE_OK(gf_train_run(&cpu, &res, &intr)); /* the recipe's device, as --resume --set run.device=cpu */
     GF_CHECK(!intr, "finished");
-    metrics_close(ref, g2c, 1e-3);
+    metrics_close(ref, g2c, 1e-3, 31);
     /* and the other way */
     GF_REQUIRE_OK(tiny_recipe(&cpu, "xd-c2g", "grassmann", STEPS, GF_DEV_CPU));
     GF_REQUIRE_OK(tiny_recipe(&gpu, "xd-c2g", "grassmann", STEPS, GF_DEV_CUDA));
@@ -678,7 +709,7 @@ GF_TEST(cuda, train_run_resumes_across_devices) {
     res.resume_dir = c2g;
     GF_REQUIRE_OK(gf_train_run(&gpu, &res, &intr));
     GF_CHECK(!intr, "finished");
-    metrics_close(ref, c2g, 1e-3);
+    metrics_close(ref, c2g, 1e-3, 31);
     /* gflow eval of the run that finished on the GPU runs on the CPU and agrees with the CPU run's */
     gf_eval_result er, eg;
     GF_REQUIRE_OK(gf_eval_run_dir(ref, "best", NULL, &er));
@@ -687,4 +718,53 @@ GF_TEST(cuda, train_run_resumes_across_devices) {
              eg.loss, er.loss);
 }
 
+/* [train] nonfinite on the GPU, whose steps are decided on the device and read back at flushes:
+ * the reliability tests' blow-up (tests/reliability/test_failures.c: weight decay 1e6 under a
+ * warm-up of 10^6 steps makes the weights overflow after ~18 steps) on both devices, no evaluation
+ * before the epoch's end, so the GPU flushes after steps 1, 17 and 30 (a full ring, the run's
+ * end): the first bad step lies inside a flush, with later steps queued behind it. stop: both
+ * fail at the same step naming the same tensor, and leave the same metrics.tsv rows (none after
+ * the failing step); skip: both finish with the same rows, the same skipped steps (rows without
+ * a perplexity) and the same count in summary.tsv. */
+GF_TEST(cuda, train_nonfinite_policies_match_cpu) {
+    static const char *base[] = {"optim.lr=1", "schedule.warmup_steps=1000000", "schedule.min_lr=0",
+                                 "optim.weight_decay=1e6", "train.eval_every=0", NULL};
+    static const char *const policy[2] = {"train.nonfinite=stop", "train.nonfinite=skip"};
+    for (int k = 0; k < 2; k++) {
+        char dir[2][700], msg[2][2000];
+        int intr = 0;
+        gf_status st[2];
+        const char *sets[9];
+        int ns = 0;
+        for (int i = 0; base[i]; i++) sets[ns++] = base[i];
+        sets[ns++] = policy[k];
+        if (k) sets[ns++] = "train.max_skip_frac=1";
+        for (int d = 0; d < 2; d++) {
+            char name[64];
+            snprintf(name, sizeof name, "nf-%s-%s", k ? "skip" : "stop", d ? "gpu" : "cpu");
+            snprintf(dir[d], sizeof dir[d], "%s/runs/%s", gf_test_tmpdir(), name);
+            gf_recipe r;
+            GF_REQUIRE_OK(gf_test_tiny_recipe_sets(&r, name, 30, sets, ns));
+            r.run.device = d ? GF_DEV_CUDA : GF_DEV_CPU;
+            gf_train_opts o = {.quiet = 1};
+            st[d] = gf_train_run(&r, &o, &intr);
+            snprintf(msg[d], sizeof msg[d], "%s", st[d] ? gf_last_error() : "");
+        }
+        if (k == 0) {
+            GF_CHECK(st[0] == GF_E_NONFINITE && st[1] == GF_E_NONFINITE, "stop: status %d (CPU), %d (GPU): %s | %s",
+                     (int)st[0], (int)st[1], msg[0], msg[1]);
+            /* "step N: non-finite value in TENSOR (loss L, grad norm G); stopped, ...": step and tensor */
+            char *c0 = strstr(msg[0], " (loss "), *c1 = strstr(msg[1], " (loss ");
+            GF_CHECK(c0 && c1 && c0 - msg[0] == c1 - msg[1] && !strncmp(msg[0], msg[1], (size_t)(c0 - msg[0])) &&
+                         strstr(msg[1], ".weight"),
+                     "stop: the GPU's message names another step or tensor:\n  CPU: %s\n  GPU: %s", msg[0], msg[1]);
+        } else {
+            GF_CHECK(!st[0] && !st[1], "skip: %s | %s", msg[0], msg[1]);
+            const double s0 = gf_test_summary_value(dir[0], "skipped_steps"),
+                         s1 = gf_test_summary_value(dir[1], "skipped_steps");
+            GF_CHECK(s0 > 2 && s0 == s1, "skipped steps: %g on the CPU, %g on the GPU", s0, s1);
+        }
+        metrics_close(dir[0], dir[1], 1e-3, k ? 30 : 10);
+    }
+}
 #endif

@@ -101,7 +101,7 @@ __global__ static void step_decide(gf_step_dev *__restrict__ d, const float *__r
     if (max_norm > 0.0 && isfinite(norm)) { /* gf_clip_grad: only a coefficient below 1 scales */
         const double coef = max_norm / (norm + 1e-6);
         d->clip = coef < 1.0;
-        d->coef = (float)coef;
+        if (d->clip) d->coef = (float)coef; /* only then: a float holds it */
     }
     if (!skip) {
         const int64_t t = ++d->t;
