@@ -110,6 +110,14 @@ gf_status gf_cuda_sgemm_gflops(int64_t m, int64_t n, int64_t k, int tf32, int re
  * element is not (a finite float's square cannot overflow a double). */
 #define GF_SUMSQ_BLOCKS 1024
 gf_status gf_cuda_sumsq(const float *x, int64_t n, double *out);
+/* The same sum into out_dev (one double of device memory) on the stream: no wait; a launch's
+ * failure is noted (gf_cuda_sync reports it). */
+gf_status gf_cuda_sumsq_to(const float *x, int64_t n, double *out_dev);
+/* The lowest i < n with x[i] not finite into *out_dev (int64, -1: none), the same two stages with
+ * a minimum; both kernels return at once unless *when_dev is non-zero (device memory a kernel
+ * queued before sets: the step's non-finite flag), so a step pays for the search only when its
+ * gradient is not finite. Needs n < 2^53. */
+gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const int32_t *when_dev, int64_t *out_dev);
 
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by
@@ -126,9 +134,12 @@ typedef struct gf_cuda_chunk {
 /* Pinned host memory for the step's host-to-device copies (gf_cuda_stage): a copy from pinned
  * memory is a DMA in stream order that the host does not wait for; one from pageable memory may
  * make the host wait for the stream (the runtime's documented behaviour), which would stop it
- * queueing the rest of the step while the GPU runs. Two buffers, used in alternate steps: the
- * step that reuses one first waits for the event recorded at the end of the step that filled it,
- * so no copy can read bytes the host has already overwritten. */
+ * queueing the rest of the step while the GPU runs. GF_CUDA_STAGES buffers, used in turn, one a
+ * step (a reset ends it): the step that reuses one first waits for the event recorded at the end
+ * of the step that filled it, so no copy can read bytes the host has already overwritten. One
+ * more than the steps a training step queue holds (GF_STEP_RING, gflow/optim.h): the flush of a
+ * full queue has waited for that event already, so deferred steps never wait here. */
+#define GF_CUDA_STAGES 17 /* GF_STEP_RING + 1 (asserted in src/core/cuda/arena.c) */
 typedef struct gf_cuda_staging {
     unsigned char *buf; /* pinned host memory (cudaHostAlloc), cap bytes; NULL before the first */
     size_t cap, used;
@@ -141,7 +152,7 @@ typedef struct gf_cuda_arena {
     size_t used, high_water, min_chunk;
     int64_t n_resets;
     int64_t n_mallocs; /* cudaMalloc calls so far (tests check the steady state) */
-    gf_cuda_staging stage[2];
+    gf_cuda_staging stage[GF_CUDA_STAGES];
     int cur;                         /* the staging buffer of this step */
     size_t staged, staged_high;      /* staged bytes this step, most in one step */
     size_t stage_refused;            /* staged_high when cudaHostAlloc last failed (0: never) */

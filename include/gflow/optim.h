@@ -8,7 +8,9 @@
  * A block on the GPU (gf_params_to_device) gets the same step as one kernel
  * (src/optim/cuda/adamw.cu) with the same scalars and the same fp32 operations in
  * the same order: the CPU's bits from the same inputs. Its clipping norm is a
- * deterministic reduction on the device (gf_params_grad_sumsq), read back.
+ * deterministic reduction on the device (gf_params_grad_sumsq), read back; or, for a training
+ * step that does not wait (gf_step_queue below), left on the device, where the clip, the
+ * non-finite check and AdamW read it.
  */
 #ifndef GFLOW_OPTIM_H
 #define GFLOW_OPTIM_H
@@ -50,6 +52,47 @@ double gf_clip_grad_norm(gf_params *p, double max_norm);
  * block's norm is read back, one synchronisation, which also reports a CUDA failure noted
  * since the last one (the step's ops'); gf_clip_grad_norm then returns NAN. */
 gf_status gf_clip_grad(gf_params *p, double max_norm, double *norm);
+
+/* ---- a step of a device block without a host wait (docs/cuda.md "A step without a host wait") ----
+ * gf_clip_grad + the non-finite check + gf_adamw_step decided on the device: Σg² goes into device
+ * memory (gf_cuda_sumsq_to), and one single-thread kernel turns it and the loss (device memory)
+ * into the norm, the skip flag and the clip coefficient, into the step's slot of a ring of
+ * records; the scale and AdamW kernels read them there (AdamW returns at once on a skipped step).
+ * Which AdamW step t a step is, only the device knows (skipped steps do not count): the bias
+ * corrections of the GF_STEP_RING steps a sequence can apply are computed on the host at its
+ * first push, from st->step, with gf_adamw_step's doubles (1 - beta^t by pow, sqrt), and AdamW's
+ * step size is lr / bc1[t], a double division on the device: the CPU's bits. Steps are pushed
+ * until a flush reads their records back, one wait. */
+#define GF_STEP_RING 16
+
+/* one pushed step's outcome */
+typedef struct gf_step_rec {
+    double grad_norm; /* before clipping */
+    float loss;
+    int32_t skipped;  /* AdamW did not apply it: the loss or Σg² not finite, or (stop_sticky) an
+                       * earlier step of the sequence was */
+    int64_t bad;      /* the lowest index of a non-finite gradient when the loss is finite and Σg² is
+                       * not; else -1 */
+} gf_step_rec;
+
+typedef struct gf_step_queue gf_step_queue;
+
+/* the queue's device memory (a build with CUDA; the block is on the GPU) */
+gf_status gf_step_queue_open(gf_step_queue **q);
+void gf_step_queue_close(gf_step_queue *q);
+/* steps pushed since the last flush (GF_STEP_RING at most) */
+int gf_step_queue_count(const gf_step_queue *q);
+/* After the step's backward, its clip (max_norm <= 0: none), check and AdamW at lr, queued on the
+ * stream; loss_dev: the step's loss (one float, device memory). st->step must be what the last
+ * flush left (the applied steps): the device counts on from it. stop_sticky ([train] nonfinite =
+ * stop): once a step is skipped for a non-finite value, no later step of the sequence applies
+ * (the CPU trainer stops there). The queue must not be full. */
+gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_state *st, const gf_adamw_cfg *cfg,
+                             double lr, double max_norm, const float *loss_dev, int stop_sticky);
+/* One wait for the stream: the records of the pushed steps, in order, into rec (room for
+ * GF_STEP_RING), *n of them; st->step counts the applied ones; the queue is empty again. A CUDA
+ * failure noted since the last wait is returned here. */
+gf_status gf_step_queue_flush(gf_step_queue *q, gf_adamw_state *st, gf_step_rec *rec, int *n);
 
 typedef enum gf_schedule_kind {
     GF_SCHED_CONSTANT = 0,     /* lr (after optional linear warmup) */

@@ -26,6 +26,7 @@ typedef struct gf_session {
     gf_rng rng;              /* the init stream, then (gf_session_open) the dropout stream */
     gf_ctx ctx;
     int ctx_ready;
+    gf_step_queue *queue;    /* a GPU session's pushed steps (gf_train_step), opened at the first */
 } gf_session;
 
 /* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible
@@ -89,6 +90,9 @@ typedef struct gf_step_in {
     int64_t lo, n;            /* this rank's rows [lo, lo+n) of it in the task's buffers */
     double lr, clip;          /* clip <= 0: none (the norm is still computed) */
     volatile int *stop_flag;  /* summed with the gradients: any rank's flag stops them all */
+    int defer;                /* a GPU session: leave the outcome on the device (gf_train_flush) */
+    int stop_nonfinite;       /* [train] nonfinite = stop: after a skipped step, no later deferred step
+                               * applies until the flush (the trainer stops at the first) */
 } gf_step_in;
 
 typedef struct gf_step_out {
@@ -96,17 +100,26 @@ typedef struct gf_step_out {
     double grad_norm;         /* global gradient norm before clipping */
     const char *nonfinite;    /* non-NULL: the loss or a gradient is not finite (names it); no update */
     int stop_all;             /* N > 1: some rank's stop flag was set */
-    double s_forward, s_backward, s_comm, s_update; /* seconds per phase */
+    int queued;               /* deferred on the GPU: loss, grad_norm, nonfinite come from gf_train_flush */
+    double s_forward, s_backward, s_comm, s_update; /* seconds per phase (a queued step: the host's) */
 } gf_step_out;
 
 /* One optimizer step on the current batch: zero gradients, forward and backward of this rank's
  * rows, one gradient allreduce (each rank's mean pre-scaled by n / rows), global-norm clip,
  * AdamW unless a value is not finite. Every rank calls it on the same global batch.
- * On the GPU (the session's block on the device): the same steps as kernels on the stream; the
- * host reads back two values, the loss (4 bytes, after backward) and the squared gradient norm
- * (8 bytes, gf_clip_grad), each a synchronisation; a CUDA failure in the step is returned at the
- * first of them. A non-finite step downloads the gradients once more, to name the parameter. */
+ * On the GPU (the session's block on the device, one process): the same steps as kernels on the
+ * stream, and the host waits for none of them: the clip, the non-finite check and AdamW are
+ * decided on the device (gf_step_queue_push, gflow/optim.h). in->defer leaves the outcome there
+ * (out->queued; at most GF_STEP_RING steps before gf_train_flush); else the step is flushed at
+ * once, one wait (the queue must be empty), and a CUDA failure in the step is returned then.
+ * opt->step counts the applied steps once flushed. */
 gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                         gf_step_out *out);
+/* The deferred steps of a GPU session, one wait: their outcomes in order into outs (room for
+ * GF_STEP_RING), *n of them (0 on the CPU or with none pending). A non-finite step names the loss
+ * or the first parameter (in block order) whose gradient is not finite, as on the CPU. */
+gf_status gf_train_flush(gf_session *s, gf_adamw_state *opt, gf_step_out *outs, int *n);
+/* deferred steps not yet flushed */
+int gf_train_pending(const gf_session *s);
 
 #endif

@@ -4,8 +4,8 @@
  *
  * Phases. Work on the GPU is queued: the host's clock around a phase measures how long it took
  * to queue it, not to run it. So the phases are marked by CUDA events on the one stream, and
- * the host waits for the end event of each step (the step itself waits twice more: for the loss
- * after backward, for Σg² before AdamW). The step is the trainer's own gf_train_step
+ * the host waits for the end event of each step (the step itself waits once more: it is not
+ * deferred, so it flushes its record, loss and Σg², at once). The step is the trainer's own gf_train_step
  * (zero grads + forward | backward | clip + AdamW, as on the CPU); bench marks its boundaries
  * without changing it:
  *   start     an event before gf_train_step;

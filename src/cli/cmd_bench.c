@@ -15,7 +15,7 @@
  *
  * With [run] device = cuda (--set run.device=cuda; one process) the same step runs on the GPU and
  * bench_cuda.c supplies what differs: the phases are timed by CUDA events on the stream (the
- * host waits for each step's end event, and the step twice within), MFU is against cublasSgemm N^3 (default 8192) timed
+ * host waits for each step's end event, and the step once within, for its record), MFU is against cublasSgemm N^3 (default 8192) timed
  * first on the same GPU, the model's own GEMM shapes (tied head, FFN) are timed beside it, and
  * the report names the GPU, the driver and the runtime and adds device memory: the session's
  * share from cudaMemGetInfo and the device step arena's high-water mark. No op-family split on

@@ -2,6 +2,7 @@
  * moved to the GPU) on the device: the scalars are computed here for both, the element loops
  * are below and in cuda/adamw.cu. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gflow/optim.h"
@@ -30,11 +31,14 @@ void gf_adamw_reset(gf_params *p, gf_adamw_state *st) {
     st->step = 0;
 }
 
-/* The fp32 scalars of step st->step (already incremented), from doubles as torch does. */
-static gf_adamw_scalars step_scalars(const gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr) {
+/* The bias corrections 1 - beta^t of AdamW step t (one home: the host step and the device table). */
+static double bias_corr(double beta, int64_t t) { return 1.0 - pow(beta, (double)t); }
+
+/* The fp32 scalars of AdamW step t (1-based), from doubles as torch does. */
+static gf_adamw_scalars step_scalars(int64_t t, const gf_adamw_cfg *cfg, double lr) {
     /* Scalars in double like torch's Python floats; element math in fp32 like torch's kernels. */
-    const double bc1 = 1.0 - pow(cfg->beta1, (double)st->step);
-    const double bc2 = 1.0 - pow(cfg->beta2, (double)st->step);
+    const double bc1 = bias_corr(cfg->beta1, t);
+    const double bc2 = bias_corr(cfg->beta2, t);
     gf_adamw_scalars s = {
         .step_size = (float)(lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
         .b1 = (float)cfg->beta1, .b2 = (float)cfg->beta2,
@@ -50,7 +54,7 @@ static gf_adamw_scalars step_scalars(const gf_adamw_state *st, const gf_adamw_cf
 void gf_adamw_step(gf_params *p, gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr) {
     GF_ASSERT(p->allocated, "gf_adamw_step: parameters not allocated");
     st->step++;
-    const gf_adamw_scalars sc = step_scalars(st, cfg, lr);
+    const gf_adamw_scalars sc = step_scalars(st->step, cfg, lr);
     if (p->device != GF_DEV_CPU) {
         gf_adamw_step_cuda(p, &sc);
         return;
@@ -108,4 +112,55 @@ gf_status gf_clip_grad(gf_params *p, double max_norm, double *norm_out) {
 double gf_clip_grad_norm(gf_params *p, double max_norm) {
     double norm = NAN;
     return gf_clip_grad(p, max_norm, &norm) ? NAN : norm;
+}
+
+/* ---- the step queue (gflow/optim.h; the kernels are in cuda/adamw.cu) ---- */
+
+gf_status gf_step_queue_open(gf_step_queue **q) {
+    *q = calloc(1, sizeof **q);
+    if (!*q) return gf_error_set(GF_E_NOMEM, "gf_step_queue_open");
+    const gf_status st = gf_step_queue_alloc_cuda(*q);
+    if (st) {
+        free(*q);
+        *q = NULL;
+    }
+    return st;
+}
+
+void gf_step_queue_close(gf_step_queue *q) {
+    if (!q) return;
+    gf_step_queue_free_cuda(q);
+    free(q);
+}
+
+int gf_step_queue_count(const gf_step_queue *q) { return q->n; }
+
+gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_state *st, const gf_adamw_cfg *cfg,
+                             double lr, double max_norm, const float *loss_dev, int stop_sticky) {
+    GF_ASSERT(p->allocated && p->device != GF_DEV_CPU, "gf_step_queue_push: not a device block");
+    GF_ASSERT(q->n < GF_STEP_RING, "gf_step_queue_push: %d steps pushed, not flushed", q->n);
+    if (q->n == 0) { /* a new sequence: its steps apply at most AdamW steps st->step + 1 .. + GF_STEP_RING */
+        q->tab.t_base = st->step;
+        for (int j = 1; j <= GF_STEP_RING; j++) {
+            q->tab.bc1[j] = bias_corr(cfg->beta1, st->step + j);
+            q->tab.bc2_sqrt[j] = (float)sqrt(bias_corr(cfg->beta2, st->step + j));
+        }
+    }
+    /* the decay factors and the betas; the kernels take step_size and bc2_sqrt of the t the
+     * device reaches instead (these are step st->step + 1's) */
+    const gf_adamw_scalars sc = step_scalars(st->step + 1, cfg, lr);
+    GF_TRY(gf_step_queue_push_cuda(q, p, &sc, lr, max_norm, loss_dev, stop_sticky));
+    q->n++;
+    return GF_OK;
+}
+
+gf_status gf_step_queue_flush(gf_step_queue *q, gf_adamw_state *st, gf_step_rec *rec, int *n) {
+    *n = 0;
+    if (q->n == 0) return GF_OK;
+    const int k = q->n;
+    q->n = 0; /* a failed copy leaves nothing to flush: the stream's state is unknown */
+    GF_TRY(gf_step_queue_download_cuda(q, rec, k));
+    for (int i = 0; i < k; i++) st->step += !rec[i].skipped;
+    *n = k;
+    return GF_OK;
 }

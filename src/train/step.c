@@ -3,6 +3,10 @@
  * Data parallel (gflow/dist.h): every rank computes its rows of the same global batch; the
  * gradients are summed in one allreduce before clipping, so the clip, the non-finite check and
  * AdamW see the global gradient on every rank and the weights stay equal.
+ *
+ * On the GPU (one process) the step waits for nothing: after backward the clip, the non-finite
+ * check and AdamW are pushed to the device (gf_step_queue_push), the loss stays there, and
+ * gf_train_flush reads the records of the pushed steps back, one wait for all of them.
  */
 #include "gflow/session.h"
 #include "gflow/device.h"
@@ -11,25 +15,22 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Name the first parameter whose gradient is not finite (a device block's gradients are read
- * back for it: this runs only on a step that is not applied). */
+/* The parameter holding block index i (parameters lie in table order, gflow/params.h) */
+static const char *param_at(const gf_params *p, int64_t i) {
+    for (int64_t k = 0; k < p->n_items; k++) {
+        const gf_param *q = p->items[k];
+        if (i >= q->offset && i < q->offset + gf_tensor_numel(&q->t)) return q->name;
+    }
+    return NULL;
+}
+
+/* Name the first parameter whose gradient is not finite (a host block; runs only on a step that
+ * is not applied) */
 static const char *first_nonfinite_grad(const gf_params *p) {
     const float *g = p->grad; // (n)
-    float *host = NULL;
-    if (p->device != GF_DEV_CPU) {
-        host = malloc((size_t)(p->n ? p->n : 1) * sizeof(float));
-        if (!host || gf_params_get(p, GF_PP_GRAD, host)) { free(host); return NULL; }
-        g = host;
-    }
-    const char *bad = NULL;
-    for (int64_t i = 0; i < p->n_items && !bad; i++) {
-        const gf_param *q = p->items[i];
-        int64_t n = gf_tensor_numel(&q->t);
-        for (int64_t j = 0; j < n && !bad; j++)
-            if (!isfinite(g[q->offset + j])) bad = q->name;
-    }
-    free(host);
-    return bad;
+    for (int64_t i = 0; i < p->n; i++)
+        if (!isfinite(g[i])) return param_at(p, i);
+    return NULL;
 }
 
 /* The global loss is the row-weighted mean of the ranks' means: pre-scale, then sum. */
@@ -45,9 +46,67 @@ static gf_status allreduce(gf_session *s, const gf_step_in *in, gf_step_out *out
     return GF_OK;
 }
 
+int gf_train_pending(const gf_session *s) { return s->queue ? gf_step_queue_count(s->queue) : 0; }
+
+gf_status gf_train_flush(gf_session *s, gf_adamw_state *opt, gf_step_out *outs, int *n) {
+    *n = 0;
+    if (!s->queue) return GF_OK;
+    gf_step_rec rec[GF_STEP_RING];
+    int k = 0;
+    GF_TRY(gf_step_queue_flush(s->queue, opt, rec, &k));
+    for (int i = 0; i < k; i++) {
+        gf_step_out *o = &outs[i];
+        *o = (gf_step_out){.loss = rec[i].loss, .grad_norm = rec[i].grad_norm};
+        if (!rec[i].skipped) continue;
+        const char *bad = rec[i].bad >= 0 ? param_at(s->params, rec[i].bad) : NULL;
+        if (!isfinite(rec[i].loss)) bad = "the loss";
+        else if (isfinite(rec[i].grad_norm)) bad = "no value of its own (an earlier step's was not finite)";
+        o->nonfinite = bad ? bad : "a gradient";
+    }
+    *n = k;
+    return GF_OK;
+}
+
+/* The GPU step: queued, nothing read back (gf_train_step's comment) */
+static gf_status device_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
+                             gf_step_out *out) {
+    GF_ASSERT(gf_dist_size() == 1 && in->n == in->rows && in->n > 0, "gf_train_step: a GPU step of %lld of %lld rows",
+              (long long)in->n, (long long)in->rows);
+    GF_ASSERT(in->defer || gf_train_pending(s) == 0, "gf_train_step: %d deferred steps not flushed",
+              gf_train_pending(s));
+    if (!s->queue) GF_TRY(gf_step_queue_open(&s->queue));
+    double t0 = gf_time_now();
+    gf_params_zero_grad(s->params);
+    gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
+    double t1 = gf_time_now();
+    gf_tape_backward(&s->ctx, loss);
+    /* pushed before the reset: stream order keeps the loss readable until step_decide has read it */
+    gf_status st = gf_step_queue_push(s->queue, s->params, opt, cfg, in->lr, in->clip, loss->data,
+                                      in->stop_nonfinite);
+    gf_ctx_reset(&s->ctx);
+    GF_TRY(st);
+    out->s_forward = t1 - t0;
+    out->s_backward = gf_time_now() - t1;
+    out->queued = 1;
+    out->loss = NAN;
+    out->grad_norm = NAN;
+    if (in->defer) return GF_OK;
+    gf_step_out done;
+    int n = 0;
+    double t2 = gf_time_now();
+    GF_TRY(gf_train_flush(s, opt, &done, &n));
+    out->s_update = gf_time_now() - t2; /* the wait: the device's forward, backward and update */
+    out->queued = 0;
+    out->loss = done.loss;
+    out->grad_norm = done.grad_norm;
+    out->nonfinite = done.nonfinite;
+    return GF_OK;
+}
+
 gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                         gf_step_out *out) {
     *out = (gf_step_out){0};
+    if (s->params->device != GF_DEV_CPU) return device_step(s, opt, cfg, in, out);
     double t0 = gf_time_now();
     gf_params_zero_grad(s->params);
     double t1 = t0, t2 = t0;
@@ -55,8 +114,6 @@ gf_status gf_train_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *
         gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
         t1 = gf_time_now();
         gf_tape_backward(&s->ctx, loss);
-        /* after backward: on the GPU the copy waits for the stream, so forward and backward are
-         * queued back to back (the tape saved nothing in place, so the loss is unchanged) */
         gf_status st = gf_tensor_to_host(loss, &out->loss, 1);
         gf_ctx_reset(&s->ctx);
         GF_TRY(st);

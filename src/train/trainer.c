@@ -73,6 +73,10 @@ typedef struct trainer {
     double t_saved;           /* wall clock of the last save of last.ckpt (or the start): [train] save_every_min */
     char data_sha[DATA_ROLES][65];  /* rank 0: sha256 of the run's data files now ("": missing) */
     char ckpt_sha[DATA_ROLES][65];  /* resume: those recorded in last.ckpt ("": not recorded) */
+    /* GPU: steps queued and not yet flushed (gf_train_flush), whose outcome the device holds */
+    struct { double lr; int64_t rows; } pend[GF_STEP_RING];
+    int n_pend;
+    double t_pend;            /* wall clock when the first of them started */
 } trainer;
 
 /* Tokenizer, model and data. With N ranks, rank 0 goes first and builds the tokenizer and token
@@ -313,15 +317,21 @@ static gf_status note_full_eval(trainer *t, const gf_eval_result *res, int *stop
     return GF_OK;
 }
 
-/* an evaluation inside the epoch: every eval_every steps, or at the evals_per_epoch - 1 evenly
- * spaced points floor(k * steps_per_epoch / n), k = 1 .. n-1 (the epoch's end is always evaluated) */
-static int mid_epoch_eval_due(const trainer *t) {
+/* an evaluation inside the epoch after step `step`: every eval_every steps, or at the
+ * evals_per_epoch - 1 evenly spaced points floor(k * steps_per_epoch / n), k = 1 .. n-1 (the
+ * epoch's end is always evaluated) */
+static int mid_epoch_eval_due(const trainer *t, int64_t step) {
     const gf_recipe *r = &t->s.r;
-    if (r->train.eval_every > 0) return t->state.step % r->train.eval_every == 0;
-    int64_t n = r->train.evals_per_epoch, pos = t->state.step % t->steps_per_epoch;
+    if (r->train.eval_every > 0) return step % r->train.eval_every == 0;
+    int64_t n = r->train.evals_per_epoch, pos = step % t->steps_per_epoch;
     for (int64_t k = 1; k < n; k++)
         if (pos == k * t->steps_per_epoch / n) return 1;
     return 0;
+}
+
+/* maybe_eval evaluates after step `step` */
+static int eval_due(const trainer *t, int64_t step) {
+    return step % t->steps_per_epoch == 0 || step == t->total || mid_epoch_eval_due(t, step);
 }
 
 /* After a step: the epoch's end and the run's last step evaluate the whole split (once: the
@@ -336,7 +346,7 @@ static gf_status maybe_eval(trainer *t, int *stop_early) {
         return save_ckpt(t, "last.ckpt");
     }
     int last = t->state.step == t->total;
-    if (!last && !mid_epoch_eval_due(t)) return GF_OK;
+    if (!last && !mid_epoch_eval_due(t, t->state.step)) return GF_OK;
     int full = last || t->s.r.train.eval_batches == 0;
     GF_TRY(evaluate(t, full, &ev));
     if (full) GF_TRY(note_full_eval(t, &ev, stop_early));
@@ -346,14 +356,16 @@ static gf_status maybe_eval(trainer *t, int *stop_early) {
 /* [train] save_every (steps) and save_every_min (minutes since the last save): last.ckpt
  * between evaluations too, so a kill loses little. The clock decides only when a save happens;
  * a save changes nothing the run computes, so the run is the same whenever it saves. */
-static gf_status maybe_save(trainer *t) {
+static int save_due(const trainer *t, int64_t step) {
     const gf_recipe *r = &t->s.r;
-    if (t->ckpt_step == t->state.step) return GF_OK;
-    int due = r->train.save_every > 0 && t->state.step % r->train.save_every == 0;
+    if (r->train.save_every > 0 && step % r->train.save_every == 0) return 1;
     /* rank 0 alone keeps the clock (the other ranks write nothing) */
-    if (t->rank == 0 && r->train.save_every_min > 0 && gf_time_now() - t->t_saved >= 60.0 * r->train.save_every_min)
-        due = 1;
-    return due ? save_ckpt(t, "last.ckpt") : GF_OK;
+    return t->rank == 0 && r->train.save_every_min > 0 && gf_time_now() - t->t_saved >= 60.0 * r->train.save_every_min;
+}
+
+static gf_status maybe_save(trainer *t) {
+    if (t->ckpt_step == t->state.step) return GF_OK;
+    return save_due(t, t->state.step) ? save_ckpt(t, "last.ckpt") : GF_OK;
 }
 
 static void fmt_eta(char *buf, size_t cap, double s) {
@@ -464,9 +476,13 @@ static void log_start(const trainer *t) {
                 (long long)t->s.params->n, 4e-6 * (double)t->s.params->n);
 }
 
+/* step `step` has a progress line */
+static int log_due(const trainer *t, int64_t step) {
+    return step % t->s.r.train.log_every == 0 || step == 1 || step == t->total;
+}
+
 static void log_step(const trainer *t, float loss, double lr, double grad_norm) {
-    const gf_recipe *r = &t->s.r;
-    if (!(t->state.step % r->train.log_every == 0 || t->state.step == 1 || t->state.step == t->total)) return;
+    if (!log_due(t, t->state.step)) return;
     char eta[32];
     double per = t->t_steps / (double)t->steps_here;
     fmt_eta(eta, sizeof eta, per * (double)(t->total - t->state.step));
@@ -477,7 +493,7 @@ static void log_step(const trainer *t, float loss, double lr, double grad_norm) 
 
 /* A step with a non-finite loss or gradient: stop, or ([train] nonfinite = skip) count it, and
  * stop once more than [train] max_skip_frac of the run's steps were skipped. */
-static gf_status nonfinite_step(trainer *t, const gf_step_in *in, const gf_step_out *out) {
+static gf_status nonfinite_step(trainer *t, double lr, const gf_step_out *out) {
     const gf_recipe *r = &t->s.r;
     char note[1400];
     ckpt_note(t, note, sizeof note);
@@ -490,7 +506,7 @@ static gf_status nonfinite_step(trainer *t, const gf_step_in *in, const gf_step_
                 out->nonfinite);
     t->state.step++;
     t->state.skipped++;
-    GF_TRY(metrics_line(t, "train", out->loss, NAN, NAN, NAN, in->lr, out->grad_norm));
+    GF_TRY(metrics_line(t, "train", out->loss, NAN, NAN, NAN, lr, out->grad_norm));
     int64_t allowed = (int64_t)floor(r->train.max_skip_frac * (double)t->total);
     if (t->state.skipped > allowed)
         return gf_error_set(GF_E_NONFINITE, "step %lld: %d steps skipped for non-finite values (the last in %s), more "
@@ -500,37 +516,87 @@ static gf_status nonfinite_step(trainer *t, const gf_step_in *in, const gf_step_
     return GF_OK;
 }
 
-/* One training step on the next batch, with its metrics and speed lines. */
+/* the 0-based index of the next step to run (steps queued on the GPU count: they have run there) */
+static int64_t next_step(const trainer *t) { return t->state.step + t->n_pend; }
+
+/* A step's outcome, once known: its metrics row and progress line, or the non-finite policy;
+ * dt: its wall time */
+static gf_status step_done(trainer *t, double lr, int64_t rows, const gf_step_out *out, double dt) {
+    if (out->nonfinite) return nonfinite_step(t, lr, out);
+    t->state.step++;
+    t->state.tokens_seen += rows * t->L;
+    t->t_steps += dt;
+    t->state.train_seconds += dt;
+    t->steps_here++;
+    GF_TRY(metrics_line(t, "train", out->loss, t->s.task->train_ppl(out->loss), NAN, NAN, lr, out->grad_norm));
+    if (t->log) log_step(t, out->loss, lr, out->grad_norm);
+    return GF_OK;
+}
+
+/* One speed.tsv row for the n applied steps up to this one (n > 1: a flush's averages) */
+static gf_status speed_line(trainer *t, double dt, int64_t tokens, double comm, int n) {
+    if (t->speed && (fprintf(t->speed, "%lld\t%.1f\t%.1f\t%.1f\n", (long long)t->state.step, dt * 1e3 / n,
+                             (double)tokens / dt, comm * 1e3 / n) < 0 || fflush(t->speed) != 0))
+        return gf_error_set(GF_E_IO, "%s/speed.tsv: write failed: %s", t->dir, strerror(errno));
+    return GF_OK;
+}
+
+/* The steps queued on the GPU: one wait for their outcomes, then each as a CPU step's, in order
+ * (the same metrics rows; a non-finite one stops or is skipped here, as it would be there) */
+static gf_status flush_steps(trainer *t) {
+    if (t->n_pend == 0) return GF_OK;
+    const int k = t->n_pend;
+    t->n_pend = 0;
+    gf_step_out outs[GF_STEP_RING];
+    int n = 0;
+    GF_TRY(gf_train_flush(&t->s, &t->state.adamw, outs, &n));
+    GF_ASSERT(n == k, "flush_steps: %d records for %d queued steps", n, k);
+    const double dt = (gf_time_now() - t->t_pend) / k; /* the device's time, shared evenly */
+    int applied = 0;
+    int64_t tokens = 0;
+    for (int i = 0; i < k; i++) {
+        GF_TRY(step_done(t, t->pend[i].lr, t->pend[i].rows, &outs[i], dt));
+        if (!outs[i].nonfinite) applied++, tokens += t->pend[i].rows * t->L;
+    }
+    return applied ? speed_line(t, dt * applied, tokens, 0.0, applied) : GF_OK;
+}
+
+/* One training step on the next batch. On the CPU its outcome is known at once (metrics and
+ * speed lines); on the GPU it is queued, and the queue is flushed when it is full and before
+ * anything reads an outcome: the step's progress line, an evaluation or a checkpoint after it,
+ * the end of the run, a stop. */
 static gf_status train_one(trainer *t, const gf_train_opts *o, int *stop_all) {
     const gf_recipe *r = &t->s.r;
     int64_t rows = 0;
     GF_TRY(gf_session_next(&t->s, &rows));
     if (rows == 0) GF_TRY(gf_session_next(&t->s, &rows)); /* epoch rolled over */
     double t0 = gf_time_now();
-    gf_step_in in = {.rows = rows, .clip = r->optim.clip, .stop_flag = o->stop_flag};
-    in.lr = gf_schedule_lr(&t->sched, t->state.step, t->steps_per_epoch, t->steps_per_epoch * r->train.epochs);
+    const int64_t k = next_step(t);
+    gf_step_in in = {.rows = rows, .clip = r->optim.clip, .stop_flag = o->stop_flag, .defer = 1,
+                     .stop_nonfinite = r->train.nonfinite == GF_NONFINITE_STOP};
+    in.lr = gf_schedule_lr(&t->sched, k, t->steps_per_epoch, t->steps_per_epoch * r->train.epochs);
     /* this rank's rows of the global batch (all of it for a single process) */
     in.lo = t->rank * rows / t->world;
     in.n = (t->rank + 1) * rows / t->world - in.lo;
     /* the step's dropout keys follow from (seed, step) on every rank and the masks from the global
      * row (dropout.c): any number of ranks, and a resume with another number, draws the same masks */
-    gf_rng_seed(&t->s.rng,
-                (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(t->state.step + 1) * 0x9E3779B97F4A7C15ull));
+    gf_rng_seed(&t->s.rng, (uint64_t)r->run.seed ^ 0x5DEECE66Dull ^ ((uint64_t)(k + 1) * 0x9E3779B97F4A7C15ull));
     gf_step_out out;
     GF_TRY(gf_train_step(&t->s, &t->state.adamw, &t->adamw, &in, &out));
     *stop_all = out.stop_all;
-    if (out.nonfinite) return nonfinite_step(t, &in, &out);
-    t->state.step++;
-    t->state.tokens_seen += rows * t->L;
-    double dt = gf_time_now() - t0;
-    t->t_steps += dt;
-    t->state.train_seconds += dt;
-    t->steps_here++;
-    GF_TRY(metrics_line(t, "train", out.loss, t->s.task->train_ppl(out.loss), NAN, NAN, in.lr, out.grad_norm));
-    if (t->speed && (fprintf(t->speed, "%lld\t%.1f\t%.1f\t%.1f\n", (long long)t->state.step, dt * 1e3,
-                             (double)(rows * t->L) / dt, out.s_comm * 1e3) < 0 || fflush(t->speed) != 0))
-        return gf_error_set(GF_E_IO, "%s/speed.tsv: write failed: %s", t->dir, strerror(errno));
-    if (t->log) log_step(t, out.loss, in.lr, out.grad_norm);
+    if (!out.queued) {
+        const double dt = gf_time_now() - t0;
+        GF_TRY(step_done(t, in.lr, rows, &out, dt));
+        return out.nonfinite ? GF_OK : speed_line(t, dt, rows * t->L, out.s_comm, 1);
+    }
+    if (t->n_pend == 0) t->t_pend = t0;
+    t->pend[t->n_pend].lr = in.lr;
+    t->pend[t->n_pend].rows = rows;
+    t->n_pend++;
+    const int64_t done = k + 1;
+    if (t->n_pend == GF_STEP_RING || log_due(t, done) || eval_due(t, done) || save_due(t, done) ||
+        done >= t->total || (o->stop_flag && *o->stop_flag) || (o->stop_after > 0 && done >= o->stop_after))
+        return flush_steps(t);
     return GF_OK;
 }
 
@@ -616,15 +682,17 @@ static gf_status run(trainer *t, const gf_train_opts *o, int *interrupted) {
     int stop_early = 0, stop_all = 0;
     t->t_saved = gf_time_now();
     t->s.ctx.training = 1;
-    while (t->state.step < t->total && !stop_early) {
+    while (next_step(t) < t->total && !stop_early) {
         /* ranks see a signal at different moments: with N > 1 they stop on the flag they agreed on */
         if (t->world == 1 ? (o->stop_flag && *o->stop_flag) : stop_all) { *interrupted = 1; break; }
-        if (o->stop_after > 0 && t->state.step >= o->stop_after) { *interrupted = 1; break; }
+        if (o->stop_after > 0 && next_step(t) >= o->stop_after) { *interrupted = 1; break; }
         GF_TRY(train_one(t, o, &stop_all));
+        if (t->n_pend) continue; /* queued on the GPU: no evaluation or save is due (train_one) */
         GF_TRY(maybe_eval(t, &stop_early));
         GF_TRY(maybe_save(t));
         t->s.ctx.training = 1;
     }
+    GF_TRY(flush_steps(t)); /* a stop between flushes */
     if (!*interrupted) return finish_run(t);
     GF_TRY(save_ckpt(t, "last.ckpt"));
     if (t->log)

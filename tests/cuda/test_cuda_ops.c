@@ -268,14 +268,16 @@ GF_TEST(cuda, device_arena_debug_mode) {
 }
 
 /* The pinned staging of host arrays (gf_cuda_stage, src/core/cuda/arena.c): steps that read
- * nothing back (the only waits are the resets' own, each for the step before last), each
- * staging arrays the host overwrites at once, the third step larger than the first two. Every
- * staged array must arrive whole (copied on the stream into a buffer that outlives the steps);
- * the copies of the first step, and of the step that outgrew the buffers, are pageable; from
- * then on the buffers are not reallocated. On the emulator, a buffer reused before the copies of
- * its last step were waited for stops the test (pinned memory written while a copy is in flight). */
-GF_TEST(cuda, staging_pinned_double_buffered) {
-    enum { STEPS = 8, PER = 3, MAXN = 3000 };
+ * nothing back (the only waits are the resets' own, each for the step GF_CUDA_STAGES - 1 before),
+ * each staging arrays the host overwrites at once, the third step larger than the first two.
+ * Every staged array must arrive whole (copied on the stream into a buffer that outlives the
+ * steps); the copies of the first step, and of the step that outgrew the buffers, are pageable;
+ * once every buffer has held a large step none is reallocated. On the emulator: the first
+ * GF_CUDA_STAGES - 1 resets do not wait at all (GF_STEP_RING deferred training steps queue
+ * without a wait), and a buffer reused before the copies of its last step were waited for stops
+ * the test (pinned memory written while a copy is in flight). */
+GF_TEST(cuda, staging_pinned_buffers_in_turn) {
+    enum { NS = GF_CUDA_STAGES, STEPS = 3 * NS, PER = 3, MAXN = 3000 };
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
     GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
@@ -288,6 +290,10 @@ GF_TEST(cuda, staging_pinned_double_buffered) {
             want_n += sizes[st][k];
         }
     GF_REQUIRE_OK(gf_cuda_malloc((void **)&out, (size_t)want_n * sizeof *out));
+    GF_REQUIRE_OK(gf_cuda_sync());
+#ifdef GF_CUDA_EMULATOR
+    const unsigned long waits0 = gf_emu_waits();
+#endif
     int64_t at = 0;
     for (int st = 0; st < STEPS; st++) {
         for (int k = 0; k < PER; k++) {
@@ -300,10 +306,15 @@ GF_TEST(cuda, staging_pinned_double_buffered) {
             at += n;
         }
         gf_ctx_reset(&ctx); /* no synchronisation: the next step is queued behind this one */
-        /* the reset waited for the step before last only: the event of the step just queued
-         * (its buffer, now the other one) is still to be waited for */
-        if (st >= 3)
-            GF_CHECK(a->stage[a->cur ^ 1].pending, "step %d: the reset waited for the step it ended", st + 1);
+        /* the reset waited for an older step only: the event of the step just queued is still
+         * to be waited for */
+        const int ended = (a->cur + NS - 1) % NS; /* the buffer of the step just queued */
+        if (st >= 3) GF_CHECK(a->stage[ended].pending, "step %d: the reset waited for the step it ended", st + 1);
+#ifdef GF_CUDA_EMULATOR
+        if (st == NS - 2)
+            GF_CHECK(gf_emu_waits() == waits0, "the first %d resets waited for the stream %lu times (0)", NS - 1,
+                     gf_emu_waits() - waits0);
+#endif
         allocs[st] = a->n_host_allocs;
         pageable[st] = a->n_pageable;
     }
@@ -317,15 +328,18 @@ GF_TEST(cuda, staging_pinned_double_buffered) {
             for (int64_t i = 0; i < sizes[st][k]; i++, at++)
                 bad += got[at] != (int32_t)(st * 1000003 + k * 7919 + i);
     GF_CHECK(bad == 0, "%lld of %lld staged values did not arrive", (long long)bad, (long long)want_n);
-    GF_CHECK(pageable[0] == PER && pageable[1] == PER, "pageable copies in the first two steps: %lld %lld",
-             (long long)pageable[0], (long long)pageable[1] - pageable[0]);
-    GF_CHECK(pageable[STEPS - 1] == pageable[3], "no pageable copy after the fourth step (%lld, then %lld)",
-             (long long)pageable[3], (long long)pageable[STEPS - 1]);
-    GF_CHECK(allocs[3] >= 2 && allocs[STEPS - 1] == allocs[3], "pinned allocations after steps 4 and %d: %lld %lld",
-             STEPS, (long long)allocs[3], (long long)allocs[STEPS - 1]);
-    /* two buffers in turn: a reset waits for the step before last, not for the step just queued */
-    GF_CHECK(a->stage[0].cap >= 3 * MAXN * sizeof(int32_t) && a->stage[1].cap >= 3 * MAXN * sizeof(int32_t),
-             "both staging buffers hold a step (%zu, %zu bytes)", a->stage[0].cap, a->stage[1].cap);
+    /* step 1 has no buffer yet, step 3 outgrows the one sized after step 2 */
+    GF_CHECK(pageable[0] == PER && pageable[1] == PER && pageable[2] == 2 * PER, "pageable copies in the first "
+             "three steps: %lld %lld %lld", (long long)pageable[0], (long long)pageable[1] - pageable[0],
+             (long long)pageable[2] - pageable[1]);
+    GF_CHECK(pageable[STEPS - 1] == pageable[2], "no pageable copy after the third step (%lld, then %lld)",
+             (long long)pageable[2], (long long)pageable[STEPS - 1]);
+    /* each buffer is grown at its first use, and the three sized before the large steps once more */
+    GF_CHECK(allocs[NS + 2] >= NS && allocs[STEPS - 1] == allocs[NS + 2], "pinned allocations after steps %d and %d: "
+             "%lld %lld", NS + 3, STEPS, (long long)allocs[NS + 2], (long long)allocs[STEPS - 1]);
+    for (int i = 0; i < NS; i++)
+        GF_CHECK(a->stage[i].cap >= 3 * MAXN * sizeof(int32_t), "staging buffer %d holds %zu bytes, not a step", i,
+                 a->stage[i].cap);
     free(got);
     gf_cuda_free(out);
     gf_ctx_free(&ctx);

@@ -1,11 +1,15 @@
 /* arena.c — the device step arena: chunked bump allocator over cudaMalloc; see gflow/cuda.h.
  * The same scheme as the host arena (src/core/arena.c), with device memory. */
 #include "gflow/cuda.h"
+#include "gflow/optim.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define GF_CUDA_ALIGN 256 /* cudaMalloc's own alignment: any vector load type fits */
+
+/* a full queue of deferred training steps never waits for a staging buffer (gflow/cuda.h) */
+_Static_assert(GF_CUDA_STAGES == GF_STEP_RING + 1, "GF_CUDA_STAGES: one staging buffer per queued step, and one");
 
 /* Under gflow's CUDA emulator (docs/cuda.md "The emulator") each allocation is followed by a fence
  * of GF_CUDA_ALIGN bytes, and everything not handed out is poisoned (an AddressSanitizer build
@@ -160,7 +164,7 @@ void gf_cuda_stage_into(gf_cuda_arena *a, void *d, const void *host, size_t byte
     GF_CUDA_NOTE(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
 }
 
-/* the end of a step: mark the step's buffer, then make the other one ready for the next step */
+/* the end of a step: mark the step's buffer, then make the next one ready for the next step */
 static void staging_next(gf_cuda_arena *a) {
     gf_cuda_staging *s = &a->stage[a->cur];
     if (s->used) {
@@ -169,9 +173,9 @@ static void staging_next(gf_cuda_arena *a) {
     }
     if (a->staged > a->staged_high) a->staged_high = a->staged;
     a->staged = 0;
-    a->cur ^= 1;
+    a->cur = (a->cur + 1) % GF_CUDA_STAGES;
     s = &a->stage[a->cur];
-    if (s->pending) { /* the copies of two steps ago read this buffer: wait until they have */
+    if (s->pending) { /* the copies of GF_CUDA_STAGES steps ago read this buffer: wait until they have */
         GF_CUDA_NOTE(cudaEventSynchronize(s->done));
         s->pending = 0;
     }
@@ -196,7 +200,7 @@ static void staging_next(gf_cuda_arena *a) {
 }
 
 static void staging_free(gf_cuda_arena *a) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < GF_CUDA_STAGES; i++) {
         gf_cuda_staging *s = &a->stage[i];
         if (s->buf) gf_cuda_note(cudaFreeHost(s->buf), "cudaFreeHost(s->buf)", __FILE__, __LINE__);
         if (s->done) gf_cuda_note(cudaEventDestroy(s->done), "cudaEventDestroy(s->done)", __FILE__, __LINE__);

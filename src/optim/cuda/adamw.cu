@@ -9,10 +9,14 @@
  *     w  = data·keep[kind]
  *     m' = b1·m + (1-b1)·g                v' = b2·v + ((1-b2)·g)·g
  *     data = w - step_size·(m' / (sqrt(v')/sqrt(bc2) + eps))
- * The scalars come from the host, computed in double and rounded to float as the CPU does. With
- * the same inputs, every element gets the CPU's bits. Elements are independent: no reduction,
- * deterministic.
- * Scale (clipping): grad·c per element, a grid-stride loop.
+ * The scalars come from the host, computed in double and rounded to float as the CPU does; or,
+ * in a pushed step (gf_step_queue_push, gflow/optim.h), step_size and sqrt(bc2) from the step
+ * kernel below, in device memory. With the same inputs, every element gets the CPU's bits.
+ * Elements are independent: no reduction, deterministic.
+ * Scale (clipping): grad·c per element, a grid-stride loop (c the device's in a pushed step).
+ * step_decide: one thread, gf_clip_grad's and the trainer's decisions of a pushed step from Σg²
+ * and the loss in device memory: the same doubles (sqrt, max_norm / (norm + 1e-6), lr / bc1[t]:
+ * correctly rounded on both), into the step's record and the shared gf_step_dev.
  */
 #include "gflow/cuda.h"
 
@@ -22,7 +26,12 @@
 
 __global__ static void adamw_chunks(float *__restrict__ data, const float *__restrict__ grad, float *__restrict__ m,
                                     float *__restrict__ v, const gf_param_chunk *__restrict__ chunks,
-                                    gf_adamw_scalars s) {
+                                    gf_adamw_scalars s, const gf_step_dev *__restrict__ dev) {
+    if (dev) { /* a pushed step: every thread reads the same flag, so all return or none */
+        if (dev->skip) return;
+        s.step_size = dev->step_size;
+        s.bc2_sqrt = dev->bc2_sqrt;
+    }
     const gf_param_chunk c = chunks[blockIdx.x];
     const float keep = s.keep[c.kind];
     for (int64_t i = c.lo + threadIdx.x; i < c.hi; i += blockDim.x) {
@@ -38,7 +47,11 @@ __global__ static void adamw_chunks(float *__restrict__ data, const float *__res
     }
 }
 
-__global__ static void scale(float *__restrict__ g, int64_t n, float c) {
+__global__ static void scale(float *__restrict__ g, int64_t n, float c, const gf_step_dev *__restrict__ dev) {
+    if (dev) {
+        if (!dev->clip) return;
+        c = dev->coef;
+    }
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         g[i] = __fmul_rn(g[i], c);
 }
@@ -48,19 +61,96 @@ extern "C" void gf_adamw_step_cuda(gf_params *p, const gf_adamw_scalars *s) {
     GF_ASSERT(p->n_chunks <= 0x7fffffff, "gf_adamw_step_cuda: %lld chunks", (long long)p->n_chunks);
     if (p->n_chunks == 0) return;
     adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, gf_cuda_stream()>>>(p->data, p->grad, p->m, p->v,
-                                                                                 p->chunks, *s);
+                                                                                 p->chunks, *s, (const gf_step_dev *)NULL);
     GF_CUDA_LAUNCHED("adamw_chunks");
 }
 
-extern "C" void gf_grad_scale_cuda(gf_params *p, float c) {
+static void launch_scale(gf_params *p, float c, const gf_step_dev *dev) {
     if (p->n == 0) return;
     int64_t b = (p->n + 255) / 256;
     if (b > 65536) b = 65536;
-    scale<<<(unsigned)b, 256, 0, gf_cuda_stream()>>>(p->grad, p->n, c);
+    scale<<<(unsigned)b, 256, 0, gf_cuda_stream()>>>(p->grad, p->n, c, dev);
     GF_CUDA_LAUNCHED("scale");
 }
+
+extern "C" void gf_grad_scale_cuda(gf_params *p, float c) { launch_scale(p, c, (const gf_step_dev *)NULL); }
 
 extern "C" void gf_adamw_reset_cuda(gf_params *p) {
     GF_CUDA_NOTE(cudaMemsetAsync(p->m, 0, (size_t)p->n * sizeof(float), gf_cuda_stream()));
     GF_CUDA_NOTE(cudaMemsetAsync(p->v, 0, (size_t)p->n * sizeof(float), gf_cuda_stream()));
+}
+
+/* ---- the step queue (gflow/optim.h) ---- */
+
+/* slot 0 starts a sequence: the applied count from the host's, no sticky stop yet */
+__global__ static void step_decide(gf_step_dev *__restrict__ d, const float *__restrict__ loss,
+                                   gf_step_rec *__restrict__ ring, int slot, gf_step_tab tab, double lr,
+                                   double max_norm, int stop_sticky) {
+    if (slot == 0) {
+        d->t = tab.t_base;
+        d->stopped = 0;
+    }
+    const float L = *loss;
+    const double norm = sqrt(d->sumsq);
+    const int bad = !isfinite(L) || !isfinite(norm);
+    const int skip = bad || d->stopped;
+    if (bad && stop_sticky) d->stopped = 1;
+    d->skip = skip;
+    d->find = isfinite(L) && !isfinite(norm); /* gf_train_step names "the loss" before a gradient */
+    d->clip = 0;
+    if (max_norm > 0.0 && isfinite(norm)) { /* gf_clip_grad: only a coefficient below 1 scales */
+        const double coef = max_norm / (norm + 1e-6);
+        d->clip = coef < 1.0;
+        if (d->clip) d->coef = (float)coef; /* only then: a float holds it */
+    }
+    if (!skip) {
+        const int64_t t = ++d->t;
+        d->step_size = (float)(lr / tab.bc1[t - tab.t_base]);
+        d->bc2_sqrt = tab.bc2_sqrt[t - tab.t_base];
+    }
+    gf_step_rec r;
+    r.grad_norm = norm;
+    r.loss = L;
+    r.skipped = skip;
+    r.bad = -1;
+    ring[slot] = r;
+}
+
+extern "C" gf_status gf_step_queue_alloc_cuda(gf_step_queue *q) {
+    GF_TRY(gf_cuda_malloc((void **)&q->dev, sizeof *q->dev));
+    const gf_status st = gf_cuda_malloc((void **)&q->ring, GF_STEP_RING * sizeof *q->ring);
+    if (st) {
+        gf_cuda_free(q->dev);
+        q->dev = NULL;
+    }
+    return st;
+}
+
+extern "C" void gf_step_queue_free_cuda(gf_step_queue *q) {
+    gf_cuda_free(q->ring);
+    gf_cuda_free(q->dev);
+    q->ring = NULL;
+    q->dev = NULL;
+}
+
+extern "C" gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, const gf_adamw_scalars *s, double lr,
+                                             double max_norm, const float *loss_dev, int stop_sticky) {
+    GF_ASSERT(p->device == GF_DEV_CUDA && p->chunks, "gf_step_queue_push: not a device block");
+    GF_ASSERT(p->n_chunks <= 0x7fffffff, "gf_step_queue_push: %lld chunks", (long long)p->n_chunks);
+    cudaStream_t st = gf_cuda_stream();
+    GF_TRY(gf_cuda_sumsq_to(p->grad, p->n, &q->dev->sumsq));
+    step_decide<<<1, 1, 0, st>>>(q->dev, loss_dev, q->ring, q->n, q->tab, lr, max_norm, stop_sticky);
+    GF_CUDA_LAUNCHED("step_decide");
+    GF_TRY(gf_cuda_first_nonfinite(p->grad, p->n, &q->dev->find, &q->ring[q->n].bad));
+    launch_scale(p, 1.0f, q->dev);
+    if (p->n_chunks > 0) {
+        adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v, p->chunks, *s,
+                                                                      q->dev);
+        GF_CUDA_LAUNCHED("adamw_chunks");
+    }
+    return GF_OK;
+}
+
+extern "C" gf_status gf_step_queue_download_cuda(const gf_step_queue *q, gf_step_rec *rec, int n) {
+    return gf_cuda_download(rec, q->ring, (size_t)n * sizeof *rec);
 }

@@ -19,9 +19,41 @@ typedef struct gf_adamw_scalars {
     float keep[GF_PK_COUNT]; /* the decoupled decay factor per parameter kind (1 = no decay) */
 } gf_adamw_scalars;
 
+/* The bias corrections of a sequence of pushed steps: entry j (1 .. GF_STEP_RING) for AdamW step
+ * t_base + j (gf_step_queue_push makes it from gf_adamw_step's doubles; a kernel argument). */
+typedef struct gf_step_tab {
+    int64_t t_base;
+    double bc1[GF_STEP_RING + 1];      /* 1 - beta1^t */
+    float bc2_sqrt[GF_STEP_RING + 1];  /* (float)sqrt(1 - beta2^t) */
+} gf_step_tab;
+
+/* What the step kernels share, in device memory (src/optim/cuda/adamw.cu writes and reads it). */
+typedef struct gf_step_dev {
+    double sumsq;                   /* Σg² of the step being queued */
+    int64_t t;                      /* AdamW steps applied (the table's t_base at slot 0) */
+    float coef, step_size, bc2_sqrt; /* the clip coefficient; AdamW's scalars of this step */
+    int32_t clip, skip, find, stopped; /* scale by coef; AdamW returns; search the bad index; sticky stop */
+} gf_step_dev;
+
+struct gf_step_queue {
+    int n;               /* steps pushed since the last flush: ring slots 0 .. n-1 */
+    gf_step_tab tab;     /* this sequence's, made at its first push */
+    gf_step_dev *dev;    /* device memory */
+    gf_step_rec *ring;   /* device memory, GF_STEP_RING records */
+};
+
 #ifdef GF_HAVE_CUDA
 /* one AdamW step over the block's chunks (one kernel on the stream; a failure is noted) */
 void gf_adamw_step_cuda(gf_params *p, const gf_adamw_scalars *s);
+/* q->dev and q->ring; their cudaFree */
+gf_status gf_step_queue_alloc_cuda(gf_step_queue *q);
+void gf_step_queue_free_cuda(gf_step_queue *q);
+/* the kernels of gf_step_queue_push into slot q->n (s: the decay factors; its step size and bias
+ * correction are the device's) */
+gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, const gf_adamw_scalars *s, double lr,
+                                  double max_norm, const float *loss_dev, int stop_sticky);
+/* the records of slots 0 .. n-1 (a synchronous copy) */
+gf_status gf_step_queue_download_cuda(const gf_step_queue *q, gf_step_rec *rec, int n);
 /* grad *= c over the block (one kernel) */
 void gf_grad_scale_cuda(gf_params *p, float c);
 /* m = v = 0 (two memsets on the stream) */
@@ -33,6 +65,13 @@ static inline void gf_no_cuda_optim(const char *what) {
 #define gf_adamw_step_cuda(...) gf_no_cuda_optim("gf_adamw_step")
 #define gf_grad_scale_cuda(...) gf_no_cuda_optim("gf_clip_grad_norm")
 #define gf_adamw_reset_cuda(...) gf_no_cuda_optim("gf_adamw_reset")
+#define gf_step_queue_alloc_cuda(...) gf_error_set(GF_E_INVALID, "gf_step_queue_open: a build without CUDA")
+#define gf_step_queue_free_cuda(...) gf_no_cuda_optim("gf_step_queue_close")
+/* its arguments evaluated, so the caller's values count as used */
+#define gf_step_queue_push_cuda(q, p, s, lr, max_norm, loss, stop)                                                   \
+    ((void)(q), (void)(p), (void)(s), (void)(lr), (void)(max_norm), (void)(loss), (void)(stop),                    \
+     gf_no_cuda_optim("gf_step_queue_push"), GF_E_INVALID)
+#define gf_step_queue_download_cuda(...) (gf_no_cuda_optim("gf_step_queue_flush"), GF_E_INVALID)
 #endif
 
 #ifdef __cplusplus
