@@ -19,7 +19,7 @@
 #define GF_HEAD_CHUNK 256 /* (256, V) logits: 31 MB at V = 30,522; GEMMs stay efficient */
 /* In bf16 (oneDNN 2.6's AMX matmul, measured on the paper's head, docs/performance.md): chunks of
  * 512 rows, and the vocabulary padded to a multiple of 256 with zero rows of E — a logits product
- * whose N has a tail runs at half the speed (256 x 30,522 x 256: 53 ms; x 30,720: 28 ms). The pad
+ * whose N has a tail runs at half the speed (256 x 30,522 x 256: 53 ms; x 30,720: 24 ms). The pad
  * columns of the logits and dlogits are zeros, so the products are those of the unpadded head
  * plus zero terms; dE gets pad rows (zeros) that the backward does not read. */
 #define GF_HEAD_CHUNK_BF16 512
