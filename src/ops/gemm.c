@@ -96,10 +96,11 @@ static struct {
 } dn;
 
 static int dnnl_usable(void) {
+    /* read each call, not once: a test sets GF_GEMM_BF16=blas after other products ran on oneDNN */
+    const char *force = getenv("GF_GEMM_BF16");
+    if (force && !strcmp(force, "blas")) return 0;
     if (!dn.tried) {
         dn.tried = 1;
-        const char *force = getenv("GF_GEMM_BF16");
-        if (force && !strcmp(force, "blas")) return 0;
         dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
         /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7) include its bits */
         if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 &&
