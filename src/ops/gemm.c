@@ -14,6 +14,8 @@
  * Either way the result depends only on the inputs, the shape and the thread count.
  * In bf16 the B operand must not change until ctx is reset (every op's B is a weight or a saved
  * activation): its rounded copy is made once a step (pack_b).
+ * gf_gemm_a16 takes an A operand its caller has rounded already (the head's dlogits, rounded
+ * once by their row kernel for two products).
  * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons).
  */
 #include "op_util.h"
@@ -28,21 +30,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-/* fp32 -> bf16, round to nearest even; a NaN stays a (quiet) NaN */
-static inline uint16_t bf16_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float gf_bf16_round(float f) {
-    uint32_t u = (uint32_t)bf16_of(f) << 16;
-    float r;
-    memcpy(&r, &u, sizeof r);
-    return r;
-}
+float gf_bf16_round(float f) { return gf_bf16_float(gf_bf16_of(f)); }
 
 /* dst (rows, cols), dense row-major, = src (rows, cols; row stride ld) rounded to bf16, in the
  * stored layout (a transposed operand is described to the product by its strides, not moved:
@@ -56,7 +44,7 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
         if (widen)
             for (int64_t c = 0; c < cols; c++) d32[r * cols + c] = gf_bf16_round(s[c]);
         else
-            for (int64_t c = 0; c < cols; c++) d16[r * cols + c] = bf16_of(s[c]);
+            for (int64_t c = 0; c < cols; c++) d16[r * cols + c] = gf_bf16_of(s[c]);
     }
 }
 
@@ -108,10 +96,11 @@ static struct {
 } dn;
 
 static int dnnl_usable(void) {
+    /* read each call, not once: a test sets GF_GEMM_BF16=blas after other products ran on oneDNN */
+    const char *force = getenv("GF_GEMM_BF16");
+    if (force && !strcmp(force, "blas")) return 0;
     if (!dn.tried) {
         dn.tried = 1;
-        const char *force = getenv("GF_GEMM_BF16");
-        if (force && !strcmp(force, "blas")) return 0;
         dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
         /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7) include its bits */
         if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 &&
@@ -203,6 +192,37 @@ const char *gf_gemm_bf16_path(void) {
 #endif
 }
 
+/* the bf16 product: A rounded here (A16 NULL) or by the caller (A16, dense), B this step's copy */
+static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                      const uint16_t *A16, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+#ifdef GF_HAVE_DNNL
+    if (dnnl_usable()) {
+        const uint16_t *a = A16;
+        if (!a) {
+            uint16_t *t = a_scratch((size_t)(M * K) * sizeof(uint16_t)); // (ar, ac) bf16
+            pack_bf16(t, A, ar, ac, lda, 0);
+            a = t;
+        }
+        const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
+        mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
+        return;
+    }
+#endif
+    float *a = a_scratch((size_t)(M * K) * sizeof(float)); // (ar, ac) bf16 values
+    if (A16) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < ar * ac; i++) a[i] = gf_bf16_float(A16[i]);
+    } else {
+        pack_bf16(a, A, ar, ac, lda, 1);
+    }
+    const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
+                gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(ac), b, gf_blas_int(bc), beta, C,
+                gf_blas_int(ldc));
+}
+
 void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
@@ -213,21 +233,15 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
                     gf_blas_int(ldc));
         return;
     }
-    /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
-    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-#ifdef GF_HAVE_DNNL
-    if (dnnl_usable()) {
-        uint16_t *a = a_scratch((size_t)(M * K) * sizeof(uint16_t)); // (ar, ac) bf16
-        pack_bf16(a, A, ar, ac, lda, 0);
-        const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
-        mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
-        return;
-    }
-#endif
-    float *a = a_scratch((size_t)(M * K) * sizeof(float)); // (ar, ac) bf16 values
-    pack_bf16(a, A, ar, ac, lda, 1);
-    const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
-                gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(ac), b, gf_blas_int(bc), beta, C,
-                gf_blas_int(ldc));
+    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, lda, B, ldb, beta, C, ldc);
+}
+
+void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm_a16: beta %g (0 or 1)", (double)beta);
+    GF_ASSERT(ctx->precision == GF_PREC_BF16, "gf_gemm_a16: a bf16 operand in an fp32 context");
+    GF_ASSERT(lda == (ta ? M : K), "gf_gemm_a16: A's row stride %lld is not its column count", (long long)lda);
+    GF_ASSERT(K > 0, "gf_gemm_a16: K = 0");
+    if (M == 0 || N == 0) return;
+    gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, lda, B, ldb, beta, C, ldc);
 }

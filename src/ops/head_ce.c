@@ -17,6 +17,13 @@
 #include <math.h>
 
 #define GF_HEAD_CHUNK 256 /* (256, V) logits: 31 MB at V = 30,522; GEMMs stay efficient */
+/* In bf16 (oneDNN 2.6's AMX matmul, measured on the paper's head, docs/performance.md): chunks of
+ * 512 rows, and the vocabulary padded to a multiple of 256 with zero rows of E — a logits product
+ * whose N has a tail runs at half the speed (256 x 30,522 x 256: 53 ms; x 30,720: 24 ms). The pad
+ * columns of the logits and dlogits are zeros, so the products are those of the unpadded head
+ * plus zero terms; dE gets pad rows (zeros) that the backward does not read. */
+#define GF_HEAD_CHUNK_BF16 512
+#define GF_HEAD_PAD_BF16 256
 
 /* backward: h.grad += u * dh ; E.grad += u * dE */
 static void head_ce_backward(gf_ctx *ctx, gf_node *n) {
@@ -59,6 +66,17 @@ GF_KERNEL_CLONES static void scale_row(float *restrict l, int64_t V, float sc) {
     for (int64_t j = 0; j < V; j++) l[j] *= sc;
 }
 
+/* bf16: the row's dlogits rounded as gf_gemm would round scale_row's result (then l[t] -= inv),
+ * written once for both backward products; l is left as exp_row made it */
+GF_KERNEL_CLONES static void scale_row_bf16(uint16_t *restrict d, const float *restrict l, int64_t V, float sc,
+                                            int32_t t, float inv) {
+#pragma omp simd
+    for (int64_t j = 0; j < V; j++) d[j] = gf_bf16_of(l[j] * sc);
+    float lt = l[t] * sc;
+    lt -= inv;
+    d[t] = gf_bf16_of(lt);
+}
+
 gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
                       double *nll_sum, int64_t *n_counted) {
     double t0 = gf_prof_begin(ctx);
@@ -76,24 +94,38 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
         cnt++;
     }
     float inv = cnt ? 1.0f / (float)cnt : 0.0f;
-    int64_t CH = N < GF_HEAD_CHUNK ? N : GF_HEAD_CHUNK;
-    float *buf = gf_arena_floats(&ctx->arena, CH * V);                          // (CH, V)
+    const int bf16 = ctx->precision == GF_PREC_BF16;
+    const int64_t Vp = bf16 ? (V + GF_HEAD_PAD_BF16 - 1) / GF_HEAD_PAD_BF16 * GF_HEAD_PAD_BF16 : V;
+    int64_t CH = bf16 ? GF_HEAD_CHUNK_BF16 : GF_HEAD_CHUNK;
+    if (N < CH) CH = N;
+    const float *Ew = E->data; // (Vp, D)
+    if (Vp != V) {
+        float *Ep = gf_arena_floats(&ctx->arena, Vp * D);
+        memcpy(Ep, E->data, (size_t)(V * D) * sizeof(float));
+        memset(Ep + V * D, 0, (size_t)((Vp - V) * D) * sizeof(float));
+        Ew = Ep;
+    }
+    float *buf = gf_arena_floats(&ctx->arena, CH * Vp);                         // (CH, Vp)
+    /* bf16: the dlogits rounded once, by the row kernel, for both backward products */
+    uint16_t *dl16 = grad && bf16 ? gf_arena_alloc(&ctx->arena, (size_t)(CH * Vp) * sizeof(uint16_t)) : NULL;
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
     float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
-    float *dE = grad ? gf_arena_calloc(&ctx->arena, (size_t)(V * D) * sizeof(float)) : NULL; // (V, D)
-    int iD = gf_blas_int(D), iV = gf_blas_int(V);
+    float *dE = grad ? gf_arena_calloc(&ctx->arena, (size_t)(Vp * D) * sizeof(float)) : NULL; // (Vp, D)
+    int iD = gf_blas_int(D), iV = gf_blas_int(Vp);
 
     for (int64_t c0 = 0; c0 < N; c0 += CH) {
         int64_t n = N - c0 < CH ? N - c0 : CH;
         const float *hc = h->data + c0 * D;
-        gf_gemm(ctx, 0, 1, n, iV, iD, hc, iD, E->data, iD, 0.0f, buf, iV);
+        gf_gemm(ctx, 0, 1, n, iV, iD, hc, iD, Ew, iD, 0.0f, buf, iV);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n; r++) {
-            float *l = buf + r * V;
+            float *l = buf + r * Vp;
+            uint16_t *d = dl16 ? dl16 + r * Vp : NULL;
             int32_t t = targets[c0 + r];
             if (t == ignore_index) {
                 nll[c0 + r] = 0.0;
-                if (grad) memset(l, 0, (size_t)V * sizeof(float));
+                if (d) memset(d, 0, (size_t)Vp * sizeof(uint16_t));
+                else if (grad) memset(l, 0, (size_t)V * sizeof(float));
                 continue;
             }
             float lt = l[t], m;
@@ -101,12 +133,20 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
             nll[c0 + r] = (double)m + log(s) - (double)lt;
             if (grad) {
                 float sc = (float)(1.0 / s) * inv;
-                scale_row(l, V, sc);
-                l[t] -= inv;
+                if (d) {
+                    scale_row_bf16(d, l, V, sc, t, inv);
+                    memset(d + V, 0, (size_t)(Vp - V) * sizeof(uint16_t));
+                } else {
+                    scale_row(l, V, sc);
+                    l[t] -= inv;
+                }
             }
         }
-        if (grad) {
-            gf_gemm(ctx, 0, 0, n, iD, iV, buf, iV, E->data, iD, 0.0f, dh + c0 * D, iD);
+        if (dl16) {
+            gf_gemm_a16(ctx, 0, 0, n, iD, iV, dl16, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
+            gf_gemm_a16(ctx, 1, 0, iV, iD, n, dl16, iV, hc, iD, 1.0f, dE, iD);
+        } else if (grad) {
+            gf_gemm(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
             gf_gemm(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);
         }
     }

@@ -6,6 +6,7 @@
 #include "gflow/ops.h"
 #include "gflow/threads.h"
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cuda/cuda_ops.h"
@@ -64,6 +65,30 @@ float *gf_masked_mean_weights(gf_ctx *ctx, const float *mask, int64_t B, int64_t
  * accumulated in fp32 (oneDNN where the CPU has bf16 arithmetic); scratch from ctx's arena. */
 void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
              const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* In bf16 (gemm.c) a product whose A operand an op has already rounded: A16 holds the bf16 bits
+ * of op(A)'s stored matrix, dense (lda its column count), exactly gf_bf16_of of each fp32 value,
+ * so the product is the one gf_gemm makes of those values (the head's dlogits, rounded by their
+ * row kernel once instead of once per product). ctx->precision must be GF_PREC_BF16. */
+void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* fp32 -> bf16 bits, round to nearest even; a NaN stays a (quiet) NaN. Branch-free arithmetic
+ * on the bits, so `omp simd` loops around it vectorise. */
+static inline uint16_t gf_bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float gf_bf16_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 static inline int gf_blas_int(int64_t v) {
     GF_ASSERT(v >= 0 && v <= INT_MAX, "GEMM dimension %lld exceeds the BLAS int range", (long long)v);
