@@ -46,7 +46,7 @@ fi
 field() { grep -E "^$1: " | head -1 | sed -E "s/^$1: ([0-9.eE+-]+).*/\1/"; }
 
 echo "# bench.sh $recipe threads=$threads ranks=$ranks ${extra[*]:-} | $(date -u +%FT%TZ) | $(nproc) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>} OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT"
+echo "# env: ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-<unset>} OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset>} OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT"
 for ((r = 1; r <= reps; r++)); do
   echo "## rep $r (load before: $(cut -d' ' -f1 /proc/loadavg))"
   g=$("${launch[@]}" "$gflow" bench "$recipe" --threads "$gthreads" --steps "$steps" --warmup "$warmup" "${extra[@]}") || exit 1
