@@ -139,7 +139,7 @@ typedef struct gf_cuda_chunk {
  * of the step that filled it, so no copy can read bytes the host has already overwritten. One
  * more than the steps a training step queue holds (GF_STEP_RING, gflow/optim.h): the flush of a
  * full queue has waited for that event already, so deferred steps never wait here. */
-#define GF_CUDA_STAGES 17 /* GF_STEP_RING + 1 (asserted in src/core/cuda/arena.c) */
+#define GF_CUDA_STAGES 17 /* GF_STEP_RING + 1 (asserted in src/optim/cuda/adamw.cu) */
 typedef struct gf_cuda_staging {
     unsigned char *buf; /* pinned host memory (cudaHostAlloc), cap bytes; NULL before the first */
     size_t cap, used;

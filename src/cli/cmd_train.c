@@ -60,11 +60,10 @@ static gf_status resume_recipe(const char *dir, gf_recipe *r, gf_train_opts *o) 
     return gf_recipe_load(ini, NULL, 0, r);
 }
 
-int gf_cmd_train(int argc, char **argv) {
-    const char *recipe = NULL, *resume = NULL;
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    int64_t n_sets = 0;
-    gf_train_opts o = {0};
+/* The command line into *o, the recipe or run directory and the --set list (sets: argc slots);
+ * -1 to go on, else the exit code (a message printed). */
+static int parse(int argc, char **argv, gf_train_opts *o, const char **recipe, const char **resume,
+                 const char **sets, int64_t *n_sets) {
     gf_cli p;
     gf_cli_begin(&p, &k_spec, argc, argv);
     const char *v;
@@ -72,30 +71,39 @@ int gf_cmd_train(int argc, char **argv) {
     long long n = 0;
     while ((k = gf_cli_next(&p, &v)) > 0) {
         switch (k) {
-        case O_SET: sets[n_sets++] = v; break;
-        case O_RESUME: resume = v; break;
-        case O_ALLOW_DATA_CHANGE: o.allow_data_change = 1; break;
+        case O_SET: sets[(*n_sets)++] = v; break;
+        case O_RESUME: *resume = v; break;
+        case O_ALLOW_DATA_CHANGE: o->allow_data_change = 1; break;
         case O_STOP_AFTER:
-            if (!gf_arg_int("train", "--stop-after", v, 1, LLONG_MAX, &n)) k = GF_CLI_USAGE;
-            o.stop_after = n;
+            if (!gf_arg_int("train", "--stop-after", v, 1, LLONG_MAX, &n)) return GF_EXIT_USAGE;
+            o->stop_after = n;
             break;
-        case O_OVERWRITE: o.overwrite = 1; break;
-        case O_QUIET: o.quiet = 1; break;
+        case O_OVERWRITE: o->overwrite = 1; break;
+        case O_QUIET: o->quiet = 1; break;
         }
-        if (k < 0) break;
     }
-    if (k < 0 || !gf_cli_args(&p, 0, 1, "a recipe file")) { free(sets); return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE; }
-    if (p.n_pos) recipe = p.pos[0];
-    for (int64_t i = 0; resume && i < n_sets; i++)
+    if (k < 0) return gf_cli_exit(k);
+    if (!gf_cli_args(&p, 0, 1, "a recipe file")) return GF_EXIT_USAGE;
+    if (p.n_pos) *recipe = p.pos[0];
+    for (int64_t i = 0; *resume && i < *n_sets; i++)
         if (!gf_recipe_set_is_placement(sets[i])) {
             fprintf(stderr, "gflow train: --set %s with --resume: a run being resumed keeps its recipe; only "
                     "run.device and run.threads may change\n", sets[i]);
-            free(sets);
             return GF_EXIT_USAGE;
         }
-    if (!recipe == !resume) {
+    if (!*recipe == !*resume) return gf_cli_usage(&k_spec, "give a recipe file or --resume RUN_DIR (not both)");
+    return -1;
+}
+
+int gf_cmd_train(int argc, char **argv) {
+    const char *recipe = NULL, *resume = NULL;
+    const char **sets = calloc((size_t)argc, sizeof *sets);
+    int64_t n_sets = 0;
+    gf_train_opts o = {0};
+    int rc = sets ? parse(argc, argv, &o, &recipe, &resume, sets, &n_sets) : GF_EXIT_ERROR;
+    if (rc >= 0) {
         free(sets);
-        return gf_cli_usage(&k_spec, "give a recipe file or --resume RUN_DIR (not both)");
+        return rc;
     }
     /* join the MPI job, if started by mpirun (a build without MPI refuses one) */
     gf_status st = gf_dist_init(&argc, &argv);

@@ -1,15 +1,11 @@
 /* arena.c — the device step arena: chunked bump allocator over cudaMalloc; see gflow/cuda.h.
  * The same scheme as the host arena (src/core/arena.c), with device memory. */
 #include "gflow/cuda.h"
-#include "gflow/optim.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define GF_CUDA_ALIGN 256 /* cudaMalloc's own alignment: any vector load type fits */
-
-/* a full queue of deferred training steps never waits for a staging buffer (gflow/cuda.h) */
-_Static_assert(GF_CUDA_STAGES == GF_STEP_RING + 1, "GF_CUDA_STAGES: one staging buffer per queued step, and one");
 
 /* Under gflow's CUDA emulator (docs/cuda.md "The emulator") each allocation is followed by a fence
  * of GF_CUDA_ALIGN bytes, and everything not handed out is poisoned (an AddressSanitizer build

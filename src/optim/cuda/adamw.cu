@@ -24,6 +24,10 @@
 
 #define ADAMW_THREADS 256
 
+/* a full queue of pushed steps never waits for a staging buffer (gflow/cuda.h); asserted here,
+ * where both stages' headers meet, not in src/core (which must not include the optimizer's) */
+static_assert(GF_CUDA_STAGES == GF_STEP_RING + 1, "GF_CUDA_STAGES: one staging buffer per queued step, and one");
+
 __global__ static void adamw_chunks(float *__restrict__ data, const float *__restrict__ grad, float *__restrict__ m,
                                     float *__restrict__ v, const gf_param_chunk *__restrict__ chunks,
                                     gf_adamw_scalars s, const gf_step_dev *__restrict__ dev) {
