@@ -3,26 +3,28 @@
  * qkv (B, L, 3D) = [q | k | v]; head h reads columns h*Dh..(h+1)*Dh-1 of each block.
  * Per (b, h), with S = Q K^T / sqrt(Dh) (masked entries -inf), P = softmax_rows(S):
  *   O (L, Dh) = P V, written to columns h*Dh.. of y (B, L, D).
- * Forward streams over key tiles of GF_ATT_BK keys with an online softmax (running max m,
- * running sum l, rescaled accumulator), so the L x L matrix P is never stored. Saved for
- * backward: lse (B, H, L) = m + log l per query row, the output y (the node's own output) and
- * a copy of key_mask; backward recomputes S and P tile by tile.
+ * Queries go in tiles of GF_ATT_BQ rows; a tile's visible keys are 0..jend-1 (all L, or up to
+ * its last row when causal), so a tile holds whole rows of S: the products are OpenBLAS sgemm
+ * calls on strided views of qkv (no copies), the softmax is exact per row (no running max), and
+ * only a (BQ, L) scratch per thread exists, never the L x L matrix. Saved for backward:
+ * lse (B, H, L) = m + log l per query row, the output y (the node's own output) and a copy of
+ * key_mask; backward recomputes S tile by tile.
  * A query row with no visible key (every key it may see is padding) outputs 0; its lse is +inf,
- * which marks it for backward: it passes no gradient to q, k or v.
- * Parallelism: forward over (b, h, query tile); backward over (b, h) — each (b, h) owns disjoint
- * columns of dqkv and accumulates in a fixed order, so gradients are race-free and bitwise
- * reproducible for any thread count.
+ * which marks it for backward: it passes no gradient to q, k or v. Masked entries are written
+ * (0), never computed from S, so a masked key's k and v cannot reach another row.
+ * Parallelism: forward over (b, h, query tile), backward over (b, h); each task runs its products
+ * single-threaded (att_blas_serial) and owns disjoint rows of y or columns of dqkv, adding in a
+ * fixed order, so results are bitwise reproducible for any thread count.
  */
 #include "op_util.h"
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 
-#define GF_ATT_BQ 32 /* query rows per forward task */
-#define GF_ATT_BK 64 /* keys per tile */
+#define GF_ATT_BQ 64 /* query rows per tile: causal tiles skip the keys after their last row */
 
 typedef struct att_dims {
     int64_t B, L, D, H, Dh, ld; /* ld = 3D, the qkv row stride */
-    int64_t Dp;                 /* Dh rounded up to 16 for the scratch tiles */
     int causal;
     float scale;
 } att_dims;
@@ -35,218 +37,153 @@ static att_dims att_dims_of(const gf_tensor *qkv, int64_t H, int causal) {
     a.D = a.ld / 3;
     a.H = H;
     a.Dh = a.D / H;
-    a.Dp = (a.Dh + 15) / 16 * 16;
     a.causal = causal;
     a.scale = (float)(1.0 / sqrt((double)a.Dh));
     return a;
 }
 
-/* additive key bias for keys j0..j0+nk-1 of batch row b: 0, or -inf for padding */
-static void att_key_bias(float *kb, const uint8_t *mask, int64_t b, int64_t L, int64_t j0, int64_t nk) {
-    for (int64_t j = 0; j < nk; j++) kb[j] = (mask && !mask[b * L + j0 + j]) ? -INFINITY : 0.0f;
+/* The per-task products are small (BQ x L x Dh): each OpenMP thread runs its own, so OpenBLAS
+ * is held to one thread meanwhile (else every call would start its pool). Returns the old count. */
+static int att_blas_serial(void) {
+    int n = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    return n;
 }
 
-/* dst (R, Dp) = nr rows of src (row stride ld, Dh used columns), zero-padded */
-static void att_load(float *dst, int64_t R, int64_t Dp, const float *src, int64_t ld, int64_t nr, int64_t Dh) {
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t d = 0; d < Dp; d++) dst[r * Dp + d] = (r < nr && d < Dh) ? src[r * ld + d] : 0.0f;
+/* C (M, N) (+)= op(A) · op(B), row-major strided views, one thread */
+static void att_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                     int64_t ldb, float beta, float *C, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
+                gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C, gf_blas_int(ldc));
 }
 
-/* dst (Dp, BK) = the transpose of nk rows of src, zero-padded */
-static void att_load_t(float *dst, int64_t Dp, const float *src, int64_t ld, int64_t nk, int64_t Dh) {
-    for (int64_t d = 0; d < Dp; d++)
-        for (int64_t j = 0; j < GF_ATT_BK; j++) dst[d * GF_ATT_BK + j] = (j < nk && d < Dh) ? src[j * ld + d] : 0.0f;
+/* additive key bias of batch row b's keys 0..n-1: 0, or -inf for padding */
+static void att_key_bias(float *kb, const uint8_t *mask, int64_t b, int64_t L, int64_t n) {
+    for (int64_t j = 0; j < n; j++) kb[j] = (mask && !mask[b * L + j]) ? -INFINITY : 0.0f;
 }
 
-/* C (R, N) (+)= A (R, K) · M (K, N), all row-major with leading dims lda/ldm/ldc; R % 4 == 0,
- * N % 16 == 0. The 4 x 16 accumulator block stays in registers and the fixed-size inner loops
- * vectorise without reassociation; the k order is fixed, so results are reproducible. */
-static void att_mm(float *restrict C, int64_t ldc, const float *restrict A, int64_t lda, const float *restrict M,
-                   int64_t ldm, int64_t R, int64_t K, int64_t N, int accumulate) {
-    for (int64_t r = 0; r < R; r += 4)
-        for (int64_t c = 0; c < N; c += 16) {
-            float acc[4][16];
-            for (int i = 0; i < 4; i++)
-                for (int t = 0; t < 16; t++) acc[i][t] = accumulate ? C[(r + i) * ldc + c + t] : 0.0f;
-            for (int64_t k = 0; k < K; k++) {
-                const float *m = M + k * ldm + c;
-                for (int i = 0; i < 4; i++) {
-                    const float a = A[(r + i) * lda + k];
-                    for (int t = 0; t < 16; t++) acc[i][t] = fmaf(a, m[t], acc[i][t]);
-                }
-            }
-            for (int i = 0; i < 4; i++)
-                for (int t = 0; t < 16; t++) C[(r + i) * ldc + c + t] = acc[i][t];
+/* keys 0..jend-1 a tile starting at query i0 with ni rows sees */
+static inline int64_t att_jend(const att_dims *a, int64_t i0, int64_t ni) { return a->causal ? i0 + ni : a->L; }
+
+/* visible keys of query row i among 0..jend-1 */
+static inline int64_t att_ncols(const att_dims *a, int64_t i, int64_t jend) {
+    return a->causal && i + 1 < jend ? i + 1 : jend;
+}
+
+/* one score row s (jend) -> exp(s * scale + kb - m) in place for the nc visible keys, 0 after;
+ * returns l = Σ exp (0: nothing visible, the row is all 0) and *m the row max */
+static float att_softmax_row(float *restrict s, const float *restrict kb, int64_t nc, int64_t jend, float scale,
+                             float *m) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < nc; j++) {
+        s[j] = s[j] * scale + kb[j];
+        mx = fmaxf(mx, s[j]);
+    }
+    float sum = 0.0f;
+    if (mx != -INFINITY) {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < nc; j++) {
+            s[j] = gf_expf(s[j] - mx);
+            sum += s[j];
         }
+    } else {
+        nc = 0;
+    }
+    for (int64_t j = nc; j < jend; j++) s[j] = 0.0f;
+    *m = mx;
+    return sum;
 }
 
-/* visible keys of tile [j0, j0+nk) for query row i */
-static inline int64_t att_ncols(const att_dims *a, int64_t i, int64_t j0, int64_t nk) {
-    if (!a->causal) return nk;
-    int64_t n = i - j0 + 1;
-    return n < 0 ? 0 : (n < nk ? n : nk);
-}
-
-static int64_t att_fwd_scratch(int64_t Dp) {
-    return (2 * Dp * GF_ATT_BK + 2 * GF_ATT_BQ * Dp + GF_ATT_BQ * GF_ATT_BK + GF_ATT_BK + 2 * GF_ATT_BQ + 15) & ~15;
-}
-
+/* forward: y (B, L, D), lse (B, H, L); scratch (threads, BQ * L + L) */
 static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask, float *y, float *lse,
-                        float *scratch, int64_t per_thread) {
-    const int64_t B = a->B, L = a->L, H = a->H, Dh = a->Dh, ld = a->ld, D = a->D, Dp = a->Dp;
-    const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ;
+                        float *scratch) {
+    const int64_t B = a->B, L = a->L, H = a->H, Dh = a->Dh, ld = a->ld, D = a->D;
+    const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ, per_thread = GF_ATT_BQ * L + L;
+    const int nb = att_blas_serial();
 #pragma omp parallel for collapse(3) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
-            for (int64_t qb = 0; qb < nqb; qb++) {
-                float *kT = scratch + per_thread * omp_get_thread_num(); // (Dp, BK)
-                float *vt = kT + Dp * GF_ATT_BK;          // (BK, Dp)
-                float *qt = vt + GF_ATT_BK * Dp;          // (BQ, Dp)
-                float *o = qt + GF_ATT_BQ * Dp;           // (BQ, Dp)
-                float *S = o + GF_ATT_BQ * Dp;            // (BQ, BK) scores, then probabilities
-                float *kb = S + GF_ATT_BQ * GF_ATT_BK;    // (BK)
-                float *m = kb + GF_ATT_BK, *l = m + GF_ATT_BQ; // (BQ) each
-                const int64_t i0 = qb * GF_ATT_BQ, ni = (L - i0 < GF_ATT_BQ) ? L - i0 : GF_ATT_BQ;
+            for (int64_t qb = nqb - 1; qb >= 0; qb--) { /* the longest causal tiles first */
+                float *S = scratch + per_thread * omp_get_thread_num(); // (ni, jend) scores, then exp
+                float *kb = S + GF_ATT_BQ * L;                          // (L)
+                const int64_t i0 = qb * GF_ATT_BQ, ni = L - i0 < GF_ATT_BQ ? L - i0 : GF_ATT_BQ;
+                const int64_t jend = att_jend(a, i0, ni);
                 const float *Q = qkv + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
-                att_load(qt, GF_ATT_BQ, Dp, Q + i0 * ld, ld, ni, Dh);
-                memset(o, 0, (size_t)(GF_ATT_BQ * Dp) * sizeof(float));
-                for (int64_t r = 0; r < GF_ATT_BQ; r++) { m[r] = -INFINITY; l[r] = 0.0f; }
-                const int64_t jend = a->causal ? i0 + ni : L;
-                for (int64_t j0 = 0; j0 < jend; j0 += GF_ATT_BK) {
-                    const int64_t nk = (jend - j0 < GF_ATT_BK) ? jend - j0 : GF_ATT_BK;
-                    att_load_t(kT, Dp, K + j0 * ld, ld, nk, Dh);
-                    att_load(vt, GF_ATT_BK, Dp, V + j0 * ld, ld, nk, Dh);
-                    att_key_bias(kb, mask, b, L, j0, nk);
-                    att_mm(S, GF_ATT_BK, qt, Dp, kT, GF_ATT_BK, GF_ATT_BQ, Dp, GF_ATT_BK, 0);
-                    for (int64_t r = 0; r < GF_ATT_BQ; r++) {
-                        float *sr = S + r * GF_ATT_BK;
-                        const int64_t nc = r < ni ? att_ncols(a, i0 + r, j0, nk) : 0;
-                        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                        for (int64_t j = 0; j < nc; j++) {
-                            sr[j] = sr[j] * a->scale + kb[j];
-                            mx = fmaxf(mx, sr[j]);
-                        }
-                        if (mx == -INFINITY) { /* nothing visible in this tile */
-                            for (int64_t j = 0; j < GF_ATT_BK; j++) sr[j] = 0.0f;
-                            continue;
-                        }
-                        const float mnew = fmaxf(m[r], mx), corr = expf(m[r] - mnew);
-                        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                        for (int64_t j = 0; j < nc; j++) {
-                            sr[j] = gf_expf(sr[j] - mnew);
-                            sum += sr[j];
-                        }
-                        for (int64_t j = nc; j < GF_ATT_BK; j++) sr[j] = 0.0f;
-                        l[r] = l[r] * corr + sum;
-                        m[r] = mnew;
-                        if (corr != 1.0f)
-                            for (int64_t d = 0; d < Dp; d++) o[r * Dp + d] *= corr;
-                    }
-                    att_mm(o, Dp, S, GF_ATT_BK, vt, Dp, GF_ATT_BQ, nk, Dp, 1);
-                }
+                float *Y = y + (b * L + i0) * D + h * Dh, *lr = lse + (b * H + h) * L + i0;
+                att_key_bias(kb, mask, b, L, jend);
+                att_gemm(0, 1, ni, jend, Dh, Q + i0 * ld, ld, K, ld, 0.0f, S, jend);
+                float inv[GF_ATT_BQ];
                 for (int64_t r = 0; r < ni; r++) {
-                    const int64_t i = i0 + r;
-                    float *yr = y + (b * L + i) * D + h * Dh, *lr = lse + (b * H + h) * L + i;
-                    if (l[r] == 0.0f) { /* fully padded row: output 0, lse = +inf marks it for backward */
-                        for (int64_t d = 0; d < Dh; d++) yr[d] = 0.0f;
-                        *lr = INFINITY;
-                        continue;
-                    }
-                    const float inv = 1.0f / l[r];
-                    for (int64_t d = 0; d < Dh; d++) yr[d] = o[r * Dp + d] * inv;
-                    *lr = m[r] + logf(l[r]);
+                    float m;
+                    const float l = att_softmax_row(S + r * jend, kb, att_ncols(a, i0 + r, jend), jend, a->scale, &m);
+                    inv[r] = l > 0.0f ? 1.0f / l : 0.0f; /* a row with no visible key outputs 0 */
+                    lr[r] = l > 0.0f ? m + logf(l) : INFINITY;
                 }
+                att_gemm(0, 0, ni, Dh, jend, S, jend, V, ld, 0.0f, Y, D);
+                for (int64_t r = 0; r < ni; r++)
+                    for (int64_t d = 0; d < Dh; d++) Y[r * D + d] *= inv[r];
             }
+    openblas_set_num_threads(nb);
 }
 
 /* backward for one (b, h), with dO = dL/dO (L, Dh), P recomputed as exp(S - lse):
  *   D_i  = rowsum(dO_i ⊙ O_i)               (= sum_j P_ij dP_ij)
- *   dP   = dO V^T ;  dS = P ⊙ (dP - D_i)    (softmax backward, row by row)
- *   dV  += P^T dO ;  dQ += scale · dS K ;  dK += scale · dS^T Q
- * Outer loop over key tiles keeps that tile's dK, dV in scratch; inner loop over query chunks;
- * dQ accumulates in an (L, Dh) scratch and is added once at the end. Rows with lse = +inf
- * (no visible key) get P = dS = 0. */
+ *   dP   = dO V^T ;  dS = scale · P ⊙ (dP - D_i)   (softmax backward, row by row)
+ *   dV  += P^T dO ;  dQ += dS K ;  dK += dS^T Q
+ * query tile by tile, the three products added straight into dqkv's columns of head h.
+ * Rows with lse = +inf (no visible key) get P = dS = 0. */
 static void attention_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *qkv = n->in[0];
     if (!gf_needs_grad(qkv)) return;
     const att_dims a = att_dims_of(qkv, n->ip[0], (int)n->ip[1]);
-    const int64_t B = a.B, L = a.L, H = a.H, Dh = a.Dh, ld = a.ld, D = a.D, Dp = a.Dp;
-    const int64_t Lp = (L + GF_ATT_BQ - 1) / GF_ATT_BQ * GF_ATT_BQ;
+    const int64_t B = a.B, L = a.L, H = a.H, Dh = a.Dh, ld = a.ld, D = a.D, BQ = GF_ATT_BQ;
     const float *lse = n->saved;      // (B, H, L)
     const uint8_t *mask = n->aux;     // (B, L) or NULL
     const float *Y = n->out->data, *G = n->out->grad; // (B, L, D) each
     float *dqkv = qkv->grad;          // (B, L, 3D)
     const float *X = qkv->data;
-    const int64_t BK = GF_ATT_BK, BQ = GF_ATT_BQ;
-    const int64_t per_thread = (2 * Dp * BK + 3 * BK * Dp + 2 * BQ * Dp + 4 * BQ * BK + BK + Lp + Lp * Dp + 15) & ~15;
+    const int64_t per_thread = 2 * BQ * L + 2 * L;
     float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
-#pragma omp parallel for collapse(2) schedule(static)
+    const int nb = att_blas_serial();
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
-            float *kT = scratch + per_thread * omp_get_thread_num(), *vT = kT + Dp * BK; // (Dp, BK) each
-            float *kt = vT + Dp * BK, *dK = kt + BK * Dp, *dV = dK + BK * Dp;          // (BK, Dp) each
-            float *qt = dV + BK * Dp, *gt = qt + BQ * Dp;                              // (BQ, Dp) each
-            float *P = gt + BQ * Dp, *dP = P + BQ * BK;                                // (BQ, BK) each
-            float *PT = dP + BQ * BK, *dST = PT + BK * BQ;                             // (BK, BQ) each
-            float *kb = dST + BK * BQ;                                                 // (BK)
-            float *Di = kb + BK;                                                       // (Lp)
-            float *dQ = Di + Lp;                                                       // (Lp, Dp)
+            float *P = scratch + per_thread * omp_get_thread_num(), *dS = P + BQ * L; // (ni, jend) each
+            float *kb = dS + BQ * L, *Di = kb + L;                                   // (L) each
             const float *Q = X + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
             const float *Yb = Y + b * L * D + h * Dh, *Gb = G + b * L * D + h * Dh;
+            float *dQ = dqkv + b * L * ld + h * Dh, *dK = dQ + D, *dV = dQ + 2 * D;
             const float *lrow = lse + (b * H + h) * L;
             for (int64_t i = 0; i < L; i++) {
                 double s = 0.0;
                 for (int64_t d = 0; d < Dh; d++) s += (double)Gb[i * D + d] * Yb[i * D + d];
                 Di[i] = (float)s;
             }
-            memset(dQ, 0, (size_t)(Lp * Dp) * sizeof(float));
-            for (int64_t j0 = 0; j0 < L; j0 += BK) {
-                const int64_t nk = (L - j0 < BK) ? L - j0 : BK;
-                att_load_t(kT, Dp, K + j0 * ld, ld, nk, Dh);
-                att_load_t(vT, Dp, V + j0 * ld, ld, nk, Dh);
-                att_load(kt, BK, Dp, K + j0 * ld, ld, nk, Dh);
-                att_key_bias(kb, mask, b, L, j0, nk);
-                memset(dK, 0, (size_t)(2 * BK * Dp) * sizeof(float)); /* dK and dV */
-                for (int64_t i0 = a.causal ? j0 : 0; i0 < L; i0 += BQ) {
-                    const int64_t ni = (L - i0 < BQ) ? L - i0 : BQ;
-                    att_load(qt, BQ, Dp, Q + i0 * ld, ld, ni, Dh);
-                    att_load(gt, BQ, Dp, Gb + i0 * D, D, ni, Dh);
-                    att_mm(P, BK, qt, Dp, kT, BK, BQ, Dp, BK, 0);
-                    att_mm(dP, BK, gt, Dp, vT, BK, BQ, Dp, BK, 0);
-                    for (int64_t r = 0; r < BQ; r++) {
-                        const int64_t i = i0 + r;
-                        const int64_t nc = (r < ni && lrow[i] != INFINITY) ? att_ncols(&a, i, j0, nk) : 0;
-                        float *pr = P + r * BK;
-                        const float li = lrow[i], Dii = Di[i];
+            att_key_bias(kb, mask, b, L, L);
+            for (int64_t i0 = 0; i0 < L; i0 += BQ) {
+                const int64_t ni = L - i0 < BQ ? L - i0 : BQ, jend = att_jend(&a, i0, ni);
+                att_gemm(0, 1, ni, jend, Dh, Q + i0 * ld, ld, K, ld, 0.0f, P, jend);
+                att_gemm(0, 1, ni, jend, Dh, Gb + i0 * D, D, V, ld, 0.0f, dS, jend);
+                for (int64_t r = 0; r < ni; r++) {
+                    const int64_t i = i0 + r;
+                    const int64_t nc = lrow[i] != INFINITY ? att_ncols(&a, i, jend) : 0;
+                    float *pr = P + r * jend, *sr = dS + r * jend;
+                    const float li = lrow[i], Dii = Di[i];
 #pragma omp simd
-                        for (int64_t j = 0; j < nc; j++) {
-                            const float p = gf_expf(pr[j] * a.scale + kb[j] - li);
-                            const float ds = p * (dP[r * BK + j] - Dii);
-                            PT[j * BQ + r] = p;
-                            dST[j * BQ + r] = ds;
-                            pr[j] = ds; /* P's row now holds dS for the dQ product */
-                        }
-                        for (int64_t j = nc; j < BK; j++) pr[j] = PT[j * BQ + r] = dST[j * BQ + r] = 0.0f;
+                    for (int64_t j = 0; j < nc; j++) {
+                        const float p = gf_expf(pr[j] * a.scale + kb[j] - li);
+                        sr[j] = a.scale * (p * (sr[j] - Dii));
+                        pr[j] = p;
                     }
-                    att_mm(dV, Dp, PT, BQ, gt, Dp, BK, BQ, Dp, 1);
-                    att_mm(dK, Dp, dST, BQ, qt, Dp, BK, BQ, Dp, 1);
-                    att_mm(dQ + i0 * Dp, Dp, P, BK, kt, Dp, BQ, nk, Dp, 1);
+                    for (int64_t j = nc; j < jend; j++) pr[j] = sr[j] = 0.0f;
                 }
-                for (int64_t j = 0; j < nk; j++) {
-                    float *gk = dqkv + (b * L + j0 + j) * ld + D + h * Dh, *gv = gk + D;
-                    for (int64_t d = 0; d < Dh; d++) {
-                        gk[d] += a.scale * dK[j * Dp + d];
-                        gv[d] += dV[j * Dp + d];
-                    }
-                }
-            }
-            for (int64_t i = 0; i < L; i++) {
-                float *gq = dqkv + (b * L + i) * ld + h * Dh;
-                for (int64_t d = 0; d < Dh; d++) gq[d] += a.scale * dQ[i * Dp + d];
+                att_gemm(1, 0, jend, Dh, ni, P, jend, Gb + i0 * D, D, 1.0f, dV, ld);
+                att_gemm(1, 0, jend, Dh, ni, dS, jend, Q + i0 * ld, ld, 1.0f, dK, ld);
+                att_gemm(0, 0, ni, Dh, jend, dS, jend, K, ld, 1.0f, dQ + i0 * ld, ld);
             }
         }
+    openblas_set_num_threads(nb);
 }
 
 gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask) {
@@ -261,9 +198,8 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     if (gf_op_device("attention", 1, in) != GF_DEV_CPU) return gf_attention_cuda(ctx, qkv, n_heads, causal, key_mask);
     gf_tensor *y = gf_tensor_new3(ctx, a.B, a.L, a.D);         // (B, L, D)
     float *lse = gf_arena_floats(&ctx->arena, a.B * a.H * a.L); // (B, H, L)
-    const int64_t per_thread = att_fwd_scratch(a.Dp);
-    float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
-    att_forward(&a, qkv->data, key_mask, y->data, lse, scratch, per_thread);
+    float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * a.L * omp_get_max_threads());
+    att_forward(&a, qkv->data, key_mask, y->data, lse, scratch);
     gf_node *n = gf_tape_record(ctx, &gf_op_attention, y, 1, in);
     if (n) {
         n->saved = lse;
@@ -304,9 +240,8 @@ gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, flo
     gf_tensor *y = gf_tensor_new3(ctx, B, n, D); // (B, n, D)
     if (pos == 0) {
         float *lse = gf_arena_floats(&ctx->arena, B * H * n);
-        const int64_t per_thread = att_fwd_scratch(a.Dp);
-        float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
-        att_forward(&a, qkv->data, NULL, y->data, lse, scratch, per_thread);
+        float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * n * omp_get_max_threads());
+        att_forward(&a, qkv->data, NULL, y->data, lse, scratch);
         gf_prof_end(ctx, GF_FAM_ATTENTION, t0);
         return y;
     }
