@@ -19,7 +19,9 @@
  *     normalize, n <= eps: dp = Ĝ / eps                          (the max picked the constant)
  *     no normalize:        dp = Ĝ
  *   and through p_k = a_i c_j - a_j c_i:
- *     da_i += dp_k c_j,  da_j -= dp_k c_i,  dc_i -= dp_k a_j,  dc_j += dp_k a_i.
+ *     da_i += dp_k c_j,  da_j -= dp_k c_i,  dc_i -= dp_k a_j,  dc_j += dp_k a_i,
+ *   i.e. da += M(dp) c and dc = -M(dp) a with M(dp) the antisymmetric R x R matrix of dp,
+ *   evaluated densely (pm_row_backward) without forming p or dp.
  * da lands on z_t and dc on z_{t-δ}. To keep the parallel loop over t race-free and the sum
  * order fixed, dc is first written to a (B, L, |W|, R) scratch slot owned by (t, δ), and a
  * second pass gathers dz_s += Σ_δ dc(s + δ, δ) in offset order.
@@ -93,6 +95,77 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
     return g;
 }
 
+/* M (R, R) = the antisymmetric matrix of a pair vector g (P): M_ij = g_k, M_ji = -g_k for pair
+ * k = (i, j), i < j; diagonal 0 */
+static void pm_antisym(float *restrict M, const float *restrict g, int64_t R) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < R; i++) {
+        M[i * R + i] = 0.0f;
+        const float *gi = g + k - i - 1; /* gi[j] = g_k for pair (i, j) */
+        for (int64_t j = i + 1; j < R; j++) {
+            M[i * R + j] = gi[j];
+            M[j * R + i] = -gi[j];
+        }
+        k += R - 1 - i;
+    }
+}
+
+/* y (R) = M x for an antisymmetric M: -Σ_j x_j M[j, :], rows read contiguously */
+static void pm_matvec(float *restrict y, const float *restrict M, const float *restrict x, int64_t R) {
+    for (int64_t i = 0; i < R; i++) y[i] = 0.0f;
+    for (int64_t j = 0; j < R; j++) {
+        const float xj = x[j];
+#pragma omp simd
+        for (int64_t i = 0; i < R; i++) y[i] -= xj * M[j * R + i];
+    }
+}
+
+static inline float pm_dot(const float *x, const float *y, int64_t R) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < R; i++) s += x[i] * y[i];
+    return s;
+}
+
+/* Backward of one position t (reduced vector a; its pair gradient Gp = dpbar_t), with the pair
+ * algebra done on dense R x R matrices instead of the triangle (the triangle's short rows do not
+ * vectorise): for p = a ∧ c, M(p) = a cᵀ - c aᵀ, and for dp = s·Gp - qn·p (the normalisation's
+ * derivative, s and qn below)
+ *   da += M(dp) c = s·u - qn·(a (c·c) - c (a·c)),     u = M(Gp) c
+ *   dc  = -M(dp) a = -s·v + qn·(a (a·c) - c (a·a)),  v = M(Gp) a  (one per position)
+ *   p·Gp = aᵀ M(Gp) c = a·u
+ * dc goes to the position's (NW, R) slot of dpast. MG, v, u: the caller's scratch. */
+static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
+                            int normalize, const float *Gp, const float *norms, float *da, float *dpast, float *MG,
+                            float *v, float *u) {
+    int64_t cnt = 0;
+    for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
+    const float inv_cnt = 1.0f / (float)cnt;
+    pm_antisym(MG, Gp, R);
+    pm_matvec(v, MG, a, R);
+    const float aa = pm_dot(a, a, R);
+    for (int64_t q = 0; q < NW; q++) {
+        if (t - offs[q] < 0) continue;
+        const float *c = a - offs[q] * R;
+        float *dc = dpast + q * R;
+        pm_matvec(u, MG, c, R);
+        const float nrm = norms[q];
+        float s = inv_cnt, qn = 0.0f;
+        if (normalize && nrm > eps) {
+            s = inv_cnt / nrm;
+            qn = pm_dot(a, u, R) * (inv_cnt / (nrm * nrm)) / nrm; /* (q·Ĝ)/n with q = p/n */
+        } else if (normalize) {
+            s = inv_cnt / eps;
+        }
+        const float cc = pm_dot(c, c, R), ac = pm_dot(a, c, R);
+#pragma omp simd
+        for (int64_t i = 0; i < R; i++) {
+            da[i] += s * u[i] - qn * (a[i] * cc - c[i] * ac);
+            dc[i] = qn * (a[i] * ac - c[i] * aa) - s * v[i];
+        }
+    }
+}
+
 static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *z = n->in[0], *w = n->in[1], *b = n->in[2];
     const pm_saved *sv = n->saved;
@@ -137,62 +210,21 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     float *dpbar = gf_arena_floats(&ctx->arena, RB * P); // (RB, P)
     float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
 
-    /* per-thread scratch (P floats for p, P for dp) allocated up front: the arena is not thread-safe */
+    /* per-thread scratch (R*R floats for M_G, R for v, R for u) allocated up front: the arena is
+     * not thread-safe */
     int T = omp_get_max_threads();
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * 2 * P); // (T, 2, P)
+    const int64_t per_thread = R * R + 2 * R;
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, R*R + 2R)
 
     for (int64_t r0 = 0; r0 < BL; r0 += RB) {
         const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
         gf_gemm(ctx, 0, 0, nr, P, D, G + r0 * D, D, w->data, P, 0.0f, dpbar, P);
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
         for (int64_t r = r0; r < r0 + nr; r++) {
             if (!sv->valid[r]) continue;
-            int64_t t = r % L;
-            float *pk = scratch + (int64_t)omp_get_thread_num() * 2 * P, *dp = pk + P;
-            const float *a = z->data + r * R;
-            float *da = z->grad + r * R;
-            int64_t cnt = 0;
-            for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
-            float inv_cnt = 1.0f / (float)cnt;
-            const float *Gp = dpbar + (r - r0) * P;
-            for (int64_t q = 0; q < NW; q++) {
-                if (t - offs[q] < 0) continue;
-                const float *c = a - offs[q] * R;
-                float *dc = dpast + (r * NW + q) * R;
-                plucker_pairs(a, c, pk, R);
-                float nrm = sv->norms[r * NW + q];
-                if (!normalize) {
-                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * inv_cnt;
-                } else if (nrm > eps) {
-                    float qg = 0.0f;
-    #pragma omp simd reduction(+ : qg)
-                    for (int64_t k = 0; k < P; k++) qg += pk[k] * Gp[k];
-                    qg *= inv_cnt / (nrm * nrm); /* (q·Ĝ)/n with q = p/n */
-                    float s = inv_cnt / nrm, qn = qg / nrm;
-    #pragma omp simd
-                    for (int64_t k = 0; k < P; k++) dp[k] = (Gp[k] * s) - pk[k] * qn;
-                } else {
-                    float s = inv_cnt / eps;
-                    for (int64_t k = 0; k < P; k++) dp[k] = Gp[k] * s;
-                }
-                /* through the antisymmetric product */
-                int64_t k = 0;
-                for (int64_t i = 0; i < R - 1; i++) {
-                    float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
-                    const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
-    #pragma omp simd reduction(+ : dai, dci)
-                    for (int64_t j = i + 1; j < R; j++) {
-                        float d = dpi[j];
-                        dai += d * c[j];
-                        da[j] -= d * ci;
-                        dci -= d * a[j];
-                        dc[j] += d * ai;
-                    }
-                    da[i] += dai;
-                    dc[i] += dci;
-                    k += R - 1 - i;
-                }
-            }
+            float *MG = scratch + (int64_t)omp_get_thread_num() * per_thread, *v = MG + R * R, *u = v + R;
+            pm_row_backward(z->data + r * R, r % L, R, offs, NW, eps, normalize, dpbar + (r - r0) * P,
+                            sv->norms + r * NW, z->grad + r * R, dpast + r * NW * R, MG, v, u);
         }
     }
     /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
