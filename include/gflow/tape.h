@@ -94,6 +94,9 @@ typedef struct gf_ctx {
         void *packed;
     } bf16_packs[256]; /* a 12-layer step rounds ~170 distinct B operands */
     int n_bf16_packs;
+    /* unique to this context between two resets, across every context (gf_ctx_init and
+     * gf_ctx_reset draw a new one): gemm.c reuses its last rounded A operand only within one */
+    uint64_t pack_epoch;
 } gf_ctx;
 
 void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng);

@@ -4,8 +4,15 @@
 #include "gflow/threads.h"
 #include <string.h>
 
+/* a pack epoch never handed out before (0 is none) */
+static uint64_t next_pack_epoch(void) {
+    static _Atomic uint64_t epochs;
+    return ++epochs;
+}
+
 void gf_ctx_init(gf_ctx *ctx, size_t arena_bytes, gf_rng *rng) {
     memset(ctx, 0, sizeof *ctx);
+    ctx->pack_epoch = next_pack_epoch();
     gf_arena_init(&ctx->arena, arena_bytes);
     ctx->grad_enabled = 1;
     ctx->training = 0;
@@ -18,6 +25,7 @@ void gf_ctx_reset(gf_ctx *ctx) {
     ctx->last = NULL;
     ctx->n_nodes = 0;
     ctx->n_bf16_packs = 0; /* their copies were in the arena */
+    ctx->pack_epoch = next_pack_epoch();
 }
 
 void gf_ctx_free(gf_ctx *ctx) {

@@ -8,6 +8,7 @@
  * Identity (and no tape node) when not training or p == 0.
  */
 #include "op_util.h"
+#include <math.h>
 
 /* backward: dx += dy * keep / (1 - p) */
 static void dropout_backward(gf_ctx *ctx, gf_node *n) {
@@ -40,15 +41,21 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     if (gf_op_device("dropout", 1, in) != GF_DEV_CPU) return gf_dropout_cuda(ctx, x, p);
     uint64_t key = gf_rng_u64(ctx->rng);
     float scale = 1.0f / (1.0f - p);
+    /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so u >= p iff
+     * h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */
+    const uint64_t thr = (uint64_t)ceilf(p * 16777216.0f);
     uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
     gf_tensor *y = gf_tensor_like(ctx, x);
+    const float *xd = x->data;
+    float *yd = y->data;
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < R; j++) {
-        uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
-        for (int64_t e = 0, i = j * per; e < per; e++, i++) {
-            keep[i] = gf_rng_hash_uniform(kj, g0 + (uint64_t)e) >= p;
-            y->data[i] = keep[i] ? x->data[i] * scale : 0.0f;
-        }
+        const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
+        uint8_t *kr = keep + j * per;
+#pragma omp simd
+        for (int64_t e = 0; e < per; e++) kr[e] = (gf_rng_hash(kj, g0 + (uint64_t)e) >> 40) >= thr;
+#pragma omp simd
+        for (int64_t e = 0; e < per; e++) yd[j * per + e] = kr[e] ? xd[j * per + e] * scale : 0.0f;
     }
     gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);
     if (n) { n->saved = keep; n->fp[0] = scale; }

@@ -4,8 +4,9 @@
  *
  * ctx->precision = GF_PREC_FP32: cblas_sgemm, as every op called it before.
  * ctx->precision = GF_PREC_BF16: A and B are rounded to bfloat16 (round to nearest even, NaN
- * kept quiet) into dense copies in their stored layout (A in one reused buffer, B in the step
- * arena, once a step: pack_b; a transposed operand is passed by its strides), then
+ * kept quiet) into dense copies in their stored layout (A in one reused buffer, kept for the next
+ * product of the same A in the same step: pack_a; B in the step arena, once a step: pack_b; a
+ * transposed operand is passed by its strides), then
  *   - with oneDNN on a CPU whose bf16 ISA it uses (AMX, AVX512-BF16): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
  *     shape, created once and kept (gf_gemm_bf16_path says which);
@@ -62,6 +63,27 @@ static void *a_scratch(size_t bytes) {
         cap = bytes;
     }
     return buf;
+}
+
+/* What a_scratch holds: A's rounded copy made in pack epoch `epoch` (gf_ctx.pack_epoch; 0: none).
+ * Within one epoch an A operand is an op's input or a finished gradient, constant like B, so
+ * back-to-back products of the same A (a linear's backward: dX = G W, dW = Gᵀ X) round it once. */
+static struct {
+    uint64_t epoch;
+    const float *src;
+    int64_t rows, cols, ld;
+    int widen;
+} a_held;
+
+static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64_t cols, int64_t ld, int widen) {
+    void *t = a_scratch((size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t))); // (rows, cols)
+    if (a_held.epoch == ctx->pack_epoch && a_held.src == A && a_held.rows == rows && a_held.cols == cols &&
+        a_held.ld == ld && a_held.widen == widen)
+        return t;
+    pack_bf16(t, A, rows, cols, ld, widen);
+    a_held.epoch = ctx->pack_epoch, a_held.src = A, a_held.rows = rows, a_held.cols = cols, a_held.ld = ld;
+    a_held.widen = widen;
+    return t;
 }
 
 /* op(B) rounded, from this step's copies when it was rounded before (gf_ctx.bf16_packs: a B
@@ -199,23 +221,21 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef GF_HAVE_DNNL
     if (dnnl_usable()) {
-        const uint16_t *a = A16;
-        if (!a) {
-            uint16_t *t = a_scratch((size_t)(M * K) * sizeof(uint16_t)); // (ar, ac) bf16
-            pack_bf16(t, A, ar, ac, lda, 0);
-            a = t;
-        }
+        const uint16_t *a = A16 ? A16 : pack_a(ctx, A, ar, ac, lda, 0); // (ar, ac) bf16
         const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
         mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
         return;
     }
 #endif
-    float *a = a_scratch((size_t)(M * K) * sizeof(float)); // (ar, ac) bf16 values
+    const float *a; // (ar, ac) bf16 values
     if (A16) {
+        float *w = a_scratch((size_t)(M * K) * sizeof(float));
+        a_held.epoch = 0; /* a_scratch no longer holds a rounded A */
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < ar * ac; i++) a[i] = gf_bf16_float(A16[i]);
+        for (int64_t i = 0; i < ar * ac; i++) w[i] = gf_bf16_float(A16[i]);
+        a = w;
     } else {
-        pack_bf16(a, A, ar, ac, lda, 1);
+        a = pack_a(ctx, A, ar, ac, lda, 1);
     }
     const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),

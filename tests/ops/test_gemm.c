@@ -136,6 +136,43 @@ GF_TEST(unit, gemm_bf16_rounds_b_again_after_reset) {
     gf_ctx_free(&ctx);
 }
 
+/* A's rounded copy is reused by the next product of the same A in the same pack epoch (a linear's
+ * dX and dW) and made anew after a reset, or when another context rounded an A meanwhile: an
+ * activation buffer refilled at the same address is never read stale */
+static int gemm_a_case(gf_ctx *ctx, const float *A, const float *B, float *C) {
+    enum { M = 8, N = 24, K = 40 };
+    float R[M * N], Ar[M * K], Br[K * N];
+    gf_gemm(ctx, 0, 0, M, N, K, A, K, B, N, 0.0f, C, N);
+    for (int i = 0; i < M * K; i++) Ar[i] = gf_bf16_round(A[i]);
+    for (int i = 0; i < K * N; i++) Br[i] = gf_bf16_round(B[i]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, Ar, K, Br, N, 0.0f, R, N);
+    return rel_err(C, R, M, N, N) <= 1e-5;
+}
+
+GF_TEST(unit, gemm_bf16_rounds_a_again_after_reset) {
+    enum { M = 8, N = 24, K = 40 };
+    float A[M * K], B[K * N], C[M * N];
+    gf_ctx c1, c2;
+    gf_ctx_init(&c1, 0, NULL);
+    gf_ctx_init(&c2, 0, NULL);
+    c1.precision = c2.precision = GF_PREC_BF16;
+    fill(B, K * N, 30);
+    fill(A, M * K, 31);
+    GF_CHECK(gemm_a_case(&c1, A, B, C) && gemm_a_case(&c1, A, B, C), "two products of one A");
+    gf_ctx_reset(&c1);
+    fill(A, M * K, 32); /* refilled in place, as the arena does after a reset */
+    GF_CHECK(gemm_a_case(&c1, A, B, C), "after a reset: the stale copy of A was used");
+    fill(A, M * K, 33);
+    GF_CHECK(gemm_a_case(&c2, A, B, C), "another context: the stale copy of A was used");
+    gf_ctx_free(&c2);
+    gf_ctx_init(&c2, 0, NULL); /* a new context, maybe at the old one's address */
+    c2.precision = GF_PREC_BF16;
+    fill(A, M * K, 34);
+    GF_CHECK(gemm_a_case(&c2, A, B, C), "a new context: the stale copy of A was used");
+    gf_ctx_free(&c1);
+    gf_ctx_free(&c2);
+}
+
 /* gf_gemm_a16 (an A operand rounded by its caller) gives gf_gemm's bits for the same values */
 GF_TEST(unit, gemm_a16_is_gf_gemm_on_rounded_a) {
     enum { M = 40, N = 72, K = 300 };
