@@ -76,10 +76,18 @@ void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int li
  * failure noted earlier is reported before any later GF_CUDA_TRY's error (a copy's, say). */
 #define GF_CUDA_LAUNCHED(kernel) gf_cuda_note(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)
 
-int gf_cuda_sync_mode(void);
 
 /* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */
 gf_status gf_cuda_sync(void);
+
+/* A captured step (gf_cuda_graph_begin / gf_cuda_graph_launch, gflow/device.h): the instantiated
+ * graph and what became of the captures, for tests and the docs' counts */
+typedef struct gf_cuda_graph {
+    cudaGraphExec_t exec;
+    int64_t n_instantiated; /* captures instantiated: the first, and each with other nodes */
+    int64_t n_updated;      /* captures that updated exec in place (cudaGraphExecUpdate) */
+    int64_t n_launched;
+} gf_cuda_graph;
 
 /* The runtime's one reusable device scratch, at least `bytes` (256-byte aligned), for work that
  * is done before the next call's work starts on the stream (the bf16 operand copies of the
