@@ -59,8 +59,9 @@ gf_status gf_cuda_tf32(int on) {
 gf_status gf_cuda_graph_begin(void) {
     return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
 }
-gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g) {
+gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g, int *redo) {
     (void)g;
+    *redo = 0;
     return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
 }
 void gf_cuda_graph_free(struct gf_cuda_graph *g) { (void)g; }

@@ -24,6 +24,7 @@ static struct {
     gf_status noted;       /* first failure an op noted, until gf_cuda_sync reports it */
     char noted_msg[1024];
     int capturing;         /* gf_cuda_graph_begin .. gf_cuda_graph_launch */
+    int capture_dropped;   /* gf_cuda_capture_drop during it */
     char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
 } rt;
 
@@ -264,10 +265,13 @@ gf_status gf_cuda_malloc(void **p, size_t bytes) {
 
 void *gf_cuda_scratch(size_t bytes) {
     if (bytes <= rt.scratch_bytes) return rt.scratch;
+    const int captured = rt.capturing; /* a captured step that needs more: dropped, run again */
+    if (captured) gf_cuda_capture_drop();
     gf_cuda_free(rt.scratch);
     rt.scratch = NULL, rt.scratch_bytes = 0;
     size_t want = (bytes + 255) & ~(size_t)255;
     cudaError_t e = cudaMalloc(&rt.scratch, want);
+    if (captured) gf_cuda_capture_resume();
     if (e != cudaSuccess) {
         gf_cuda_note(e, "cudaMalloc(scratch)", __FILE__, __LINE__);
         rt.scratch = NULL;
@@ -301,8 +305,27 @@ gf_status gf_cuda_graph_begin(void) {
     GF_TRY(take_noted()); /* an earlier step's failure, not this capture's */
     GF_CUDA_TRY(cudaStreamBeginCapture(rt.stream, cudaStreamCaptureModeGlobal));
     rt.capturing = 1;
+    rt.capture_dropped = 0;
     rt.capture_msg[0] = 0;
     return GF_OK;
+}
+
+int gf_cuda_capturing(void) { return rt.capturing; }
+
+void gf_cuda_capture_drop(void) {
+    if (!rt.capturing || rt.capture_dropped == 2) return;
+    rt.capture_dropped = 2; /* 2: the stream is not capturing now */
+    cudaGraph_t graph = NULL;
+    (void)cudaStreamEndCapture(rt.stream, &graph); /* nothing of it runs */
+    if (graph) gf_cuda_note(cudaGraphDestroy(graph), "cudaGraphDestroy(graph)", __FILE__, __LINE__);
+    (void)cudaGetLastError();
+}
+
+void gf_cuda_capture_resume(void) {
+    if (rt.capture_dropped != 2) return;
+    rt.capture_dropped = 1;
+    gf_cuda_note(cudaStreamBeginCapture(rt.stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture(resume)",
+                 __FILE__, __LINE__);
 }
 
 /* the captured graph into g->exec: updated in place when it has exec's nodes, else instantiated */
@@ -322,8 +345,18 @@ static gf_status graph_install(gf_cuda_graph *g, cudaGraph_t graph) {
     return GF_OK;
 }
 
-gf_status gf_cuda_graph_launch(gf_cuda_graph **gp) {
+gf_status gf_cuda_graph_launch(gf_cuda_graph **gp, int *redo) {
     GF_ASSERT(rt.capturing, "gf_cuda_graph_launch: no capture begun (gf_cuda_graph_begin)");
+    *redo = 0;
+    if (rt.capture_dropped) { /* something no capture holds: nothing runs, the caller redoes the step */
+        gf_cuda_capture_drop();
+        rt.capturing = 0;
+        rt.noted = GF_OK; /* a refusal after the drop: the step run again meets that call uncaptured */
+        if (!*gp && !(*gp = calloc(1, sizeof **gp))) return gf_error_set(GF_E_NOMEM, "gf_cuda_graph_launch");
+        (*gp)->n_redone++;
+        *redo = 1;
+        return GF_OK;
+    }
     cudaGraph_t graph = NULL;
     const cudaError_t e = cudaStreamEndCapture(rt.stream, &graph);
     rt.capturing = 0;
