@@ -76,10 +76,28 @@ void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int li
  * failure noted earlier is reported before any later GF_CUDA_TRY's error (a copy's, say). */
 #define GF_CUDA_LAUNCHED(kernel) gf_cuda_note(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)
 
-int gf_cuda_sync_mode(void);
 
 /* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */
 gf_status gf_cuda_sync(void);
+
+/* A captured step (gf_cuda_graph_begin / gf_cuda_graph_launch, gflow/device.h): the instantiated
+ * graph and what became of the captures, for tests and the docs' counts */
+typedef struct gf_cuda_graph {
+    cudaGraphExec_t exec;
+    int64_t n_instantiated; /* captures instantiated: the first, and each with other nodes */
+    int64_t n_updated;      /* captures that updated exec in place (cudaGraphExecUpdate) */
+    int64_t n_launched;
+    int64_t n_redone;       /* captures dropped for a staging copy from pageable memory (*redo) */
+} gf_cuda_graph;
+/* a step is being captured (gf_cuda_graph_begin .. gf_cuda_graph_launch) */
+int gf_cuda_capturing(void);
+/* During a capture, for what no capture may hold (a cudaMalloc or cudaFree as the arena or the
+ * scratch grows, a copy from pageable memory): the capture is dropped, so that nothing of it will
+ * run (gf_cuda_graph_launch tells the caller to run the step again, uncaptured), and the stream
+ * stops capturing until gf_cuda_capture_resume, which captures the rest of the step into a graph
+ * that is dropped too. */
+void gf_cuda_capture_drop(void);
+void gf_cuda_capture_resume(void);
 
 /* The runtime's one reusable device scratch, at least `bytes` (256-byte aligned), for work that
  * is done before the next call's work starts on the stream (the bf16 operand copies of the
@@ -171,7 +189,8 @@ void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes);
 /* `bytes` of host memory copied into new step-arena memory on the stream, through the step's
  * pinned staging buffer (the host may reuse `host` at once). The first step, and one that stages
  * more than its buffer holds, copies from pageable memory; resets grow the buffers to the most
- * one step staged, so from the third step on a steady run allocates nothing and copies pinned. */
+ * one step staged, so from the third step on a steady run allocates nothing and copies pinned.
+ * During a capture such a copy is not made (no capture holds one): gf_cuda_capture_drop. */
 void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes);
 /* the same into device memory the caller has (at least `bytes` of it) */
 void gf_cuda_stage_into(gf_cuda_arena *a, void *dst_dev, const void *host, size_t bytes);

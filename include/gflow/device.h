@@ -64,6 +64,22 @@ float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n);
 float *gf_cuda_zeros(struct gf_ctx *ctx, int64_t n);
 /* dst[i] += src[i], i < n, for a device dst and a host src (the seed of a backward) */
 void gf_cuda_acc_host(struct gf_ctx *ctx, float *dst, const float *src, int64_t n);
+/* The training step as a CUDA graph (docs/cuda.md "CUDA graphs"): gf_cuda_graph_begin starts
+ * capturing the stream; gf_cuda_graph_launch ends the capture and launches what it recorded into
+ * *g (made at the first call; the graph there is updated in place when the capture has the same
+ * nodes, else instantiated anew). A call refused during the capture (one that synchronises or
+ * allocates) fails the launch with a message naming it; none of the captured work has run then.
+ * A step that needs more device memory than the first (the arena grows) or outgrew its pinned
+ * staging (gflow/cuda.h) is not refused: its capture is dropped, nothing launched, and *redo set:
+ * the caller runs the step again without a graph (the arena has grown meanwhile, and the reset
+ * before grows the staging). Built without CUDA: GF_E_INVALID. */
+struct gf_cuda_graph;
+gf_status gf_cuda_graph_begin(void);
+/* GF_CUDA_SYNC=1 (gflow/cuda.h: every noted call waits for the stream, which no capture allows);
+ * 0 in a build without CUDA */
+int gf_cuda_sync_mode(void);
+gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g, int *redo);
+void gf_cuda_graph_free(struct gf_cuda_graph *g);
 /* the device arena's gf_arena_reset / gf_arena_free (free also releases the struct) */
 void gf_cuda_arena_reset(struct gf_cuda_arena *a);
 void gf_cuda_arena_free(struct gf_cuda_arena *a);

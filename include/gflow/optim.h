@@ -89,6 +89,9 @@ int gf_step_queue_count(const gf_step_queue *q);
  * (the CPU trainer stops there). The queue must not be full. */
 gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_state *st, const gf_adamw_cfg *cfg,
                              double lr, double max_norm, const float *loss_dev, int stop_sticky);
+/* Take back the last push, whose work never ran (its capture as a CUDA graph was dropped: the
+ * step is pushed again, gf_cuda_graph_launch) */
+void gf_step_queue_unpush(gf_step_queue *q);
 /* One wait for the stream: the records of the pushed steps, in order, into rec (room for
  * GF_STEP_RING), *n of them; st->step counts the applied ones; the queue is empty again. A CUDA
  * failure noted since the last wait is returned here. */

@@ -59,6 +59,7 @@ typedef struct gf_recipe {
         int64_t threads;                 /* 0 = OpenMP default */
         gf_device device;                /* where the training step runs (docs/cuda.md) */
         bool tf32;                       /* cuda: TF32 tensor-core GEMMs (cuBLAS math mode) */
+        bool cuda_graph;                 /* cuda: the training step as a CUDA graph (docs/cuda.md) */
         gf_precision precision;          /* the matrix products' inputs (gf_gemm) */
     } run;
     struct {

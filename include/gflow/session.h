@@ -27,6 +27,8 @@ typedef struct gf_session {
     gf_ctx ctx;
     int ctx_ready;
     gf_step_queue *queue;    /* a GPU session's pushed steps (gf_train_step), opened at the first */
+    struct gf_cuda_graph *graph; /* its step as a CUDA graph ([run] cuda_graph), made at the first capture */
+    int64_t device_steps;    /* GPU training steps so far: the first runs uncaptured (the arena's size) */
 } gf_session;
 
 /* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible

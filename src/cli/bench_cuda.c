@@ -168,6 +168,7 @@ gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) {
                             "device arena (the GPU training path is not complete)");
     gf_bench_clock *c = calloc(1, sizeof *c);
     if (!c) return gf_error_set(GF_E_NOMEM, "bench: out of memory");
+    s->r.run.cuda_graph = false; /* its phase events are host-visible: none may be recorded in a capture */
     cudaEvent_t *ev[4] = {&c->start, &c->fwd_end, &c->bwd_end, &c->end};
     for (int i = 0; i < 4; i++) {
         gf_status st = gf_cuda_status(cudaEventCreate(ev[i]), "cudaEventCreate", __FILE__, __LINE__);

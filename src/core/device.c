@@ -56,6 +56,17 @@ gf_status gf_cuda_tf32(int on) {
     return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
 }
 
+gf_status gf_cuda_graph_begin(void) {
+    return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
+}
+gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g, int *redo) {
+    (void)g;
+    *redo = 0;
+    return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
+}
+void gf_cuda_graph_free(struct gf_cuda_graph *g) { (void)g; }
+int gf_cuda_sync_mode(void) { return 0; }
+
 #define NO_CUDA() gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", __func__)
 
 float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n) { (void)ctx; (void)n; NO_CUDA(); }

@@ -154,6 +154,11 @@ gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_stat
     return GF_OK;
 }
 
+void gf_step_queue_unpush(gf_step_queue *q) {
+    GF_ASSERT(q->n > 0, "gf_step_queue_unpush: nothing pushed");
+    q->n--;
+}
+
 gf_status gf_step_queue_flush(gf_step_queue *q, gf_adamw_state *st, gf_step_rec *rec, int *n) {
     *n = 0;
     if (q->n == 0) return GF_OK;

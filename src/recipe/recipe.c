@@ -680,8 +680,8 @@ gf_status gf_recipe_resume_sets(gf_recipe *r, const char *const *sets, int64_t n
     free(text);
     const gf_recipe_key *k = st ? NULL : first_difference(r, out, GF_RK_PLACEMENT);
     if (k)
-        st = gf_error_set(GF_E_INVALID, "--set %s.%s: a run being resumed keeps its recipe; only [run] device and "
-                          "threads (where and with how many threads it computes) may change", k->section, k->key);
+        st = gf_error_set(GF_E_INVALID, "--set %s.%s: a run being resumed keeps its recipe; only [run] device, "
+                          "threads and cuda_graph (where and how it computes) may change", k->section, k->key);
     if (!st) *r = *out;
     free(out);
     return st;

@@ -269,6 +269,7 @@ gf_status gf_eval_end(gf_eval_pass *p, gf_status status, double *sums, int n) {
 
 void gf_session_close(gf_session *s) {
     gf_step_queue_close(s->queue);
+    gf_cuda_graph_free(s->graph);
     if (s->ctx_ready) gf_ctx_free(&s->ctx);
     if (s->task) s->task->close(s);
     if (s->tok) gf_tokenizer_free(s->tok);

@@ -6,7 +6,9 @@
  *
  * On the GPU (one process) the step waits for nothing: after backward the clip, the non-finite
  * check and AdamW are pushed to the device (gf_step_queue_push), the loss stays there, and
- * gf_train_flush reads the records of the pushed steps back, one wait for all of them.
+ * gf_train_flush reads the records of the pushed steps back, one wait for all of them. With
+ * [run] cuda_graph every step after the first (which sizes the device arena and the staging) is
+ * captured from the stream and launched as one CUDA graph (docs/cuda.md "CUDA graphs").
  */
 #include "gflow/session.h"
 #include "gflow/device.h"
@@ -67,6 +69,28 @@ gf_status gf_train_flush(gf_session *s, gf_adamw_state *opt, gf_step_out *outs, 
     return GF_OK;
 }
 
+/* The step's work queued on the stream, or (graph) captured and launched as a CUDA graph; *redo:
+ * the capture was dropped, nothing ran (gf_cuda_graph_launch), and the step was taken back */
+static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
+                            int graph, double *t_fwd, int *redo) {
+    *redo = 0;
+    if (graph) GF_TRY(gf_cuda_graph_begin());
+    gf_params_zero_grad(s->params);
+    gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
+    *t_fwd = gf_time_now();
+    gf_tape_backward(&s->ctx, loss);
+    /* pushed before the reset: stream order keeps the loss readable until step_decide has read it */
+    gf_status st = gf_step_queue_push(s->queue, s->params, opt, cfg, in->lr, in->clip, loss->data,
+                                      in->stop_nonfinite);
+    if (graph) { /* launched before the reset, whose staging event must follow the graph's copies */
+        const gf_status gs = gf_cuda_graph_launch(&s->graph, redo);
+        if (!st) st = gs;
+        if (!st && *redo) gf_step_queue_unpush(s->queue);
+    }
+    gf_ctx_reset(&s->ctx);
+    return st;
+}
+
 /* The GPU step: queued, nothing read back (gf_train_step's comment) */
 static gf_status device_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                              gf_step_out *out) {
@@ -75,16 +99,16 @@ static gf_status device_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_
     GF_ASSERT(in->defer || gf_train_pending(s) == 0, "gf_train_step: %d deferred steps not flushed",
               gf_train_pending(s));
     if (!s->queue) GF_TRY(gf_step_queue_open(&s->queue));
-    double t0 = gf_time_now();
-    gf_params_zero_grad(s->params);
-    gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
-    double t1 = gf_time_now();
-    gf_tape_backward(&s->ctx, loss);
-    /* pushed before the reset: stream order keeps the loss readable until step_decide has read it */
-    gf_status st = gf_step_queue_push(s->queue, s->params, opt, cfg, in->lr, in->clip, loss->data,
-                                      in->stop_nonfinite);
-    gf_ctx_reset(&s->ctx);
-    GF_TRY(st);
+    const int graph = s->r.run.cuda_graph && s->device_steps > 0 && !gf_cuda_sync_mode();
+    const gf_rng drawn = s->ctx.rng ? *s->ctx.rng : (gf_rng){0}; /* the dropout stream, for a step run again */
+    double t0 = gf_time_now(), t1;
+    int redo;
+    GF_TRY(queue_step(s, opt, cfg, in, graph, &t1, &redo));
+    if (redo) { /* it outgrew the pinned staging: again, uncaptured, with the same dropout draws */
+        if (s->ctx.rng) *s->ctx.rng = drawn;
+        GF_TRY(queue_step(s, opt, cfg, in, 0, &t1, &redo));
+    }
+    s->device_steps++;
     out->s_forward = t1 - t0;
     out->s_backward = gf_time_now() - t1;
     out->queued = 1;

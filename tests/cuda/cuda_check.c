@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef GF_HAVE_CUDA
@@ -184,4 +185,24 @@ int check_case(op_case *c) {
     gf_ctx_free(&cctx);
     return bad;
 }
+
+/* elements whose bits differ; *first the first one */
+int64_t bits_differ(const float *a, const float *b, int64_t n, int64_t *first) {
+    int64_t bad = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            if (!bad) *first = i;
+            bad++;
+        }
+    return bad;
+}
+
+/* the block's array `part` (malloc'd host copy) */
+float *get_part(const gf_params *p, gf_params_part part) {
+    float *h = malloc((size_t)(p->n ? p->n : 1) * sizeof(float));
+    if (gf_params_get(p, part, h)) gf_test_fail(__FILE__, __LINE__, "gf_params_get: %s", gf_last_error());
+    return h;
+}
+
 #endif

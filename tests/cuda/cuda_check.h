@@ -17,6 +17,7 @@
 
 #ifdef GF_HAVE_CUDA
 #include "gflow/cuda.h"
+#include "gflow/params.h"
 
 #define TOL 1e-4
 /* bf16 cases ([run] precision = bf16): BF16_TOL for outputs and gradients. Both devices round the
@@ -60,6 +61,11 @@ int compare_from(const char *what, const char *part, const float *got, const flo
                  int64_t n);
 /* run a case on the CPU and (twice) on the GPU and compare; returns the failure count */
 int check_case(op_case *c);
+
+/* elements whose bits differ; *first the first one (-1: none) */
+int64_t bits_differ(const float *a, const float *b, int64_t n, int64_t *first);
+/* the parameter block's array `part`, a malloc'd host copy */
+float *get_part(const gf_params *p, gf_params_part part);
 #endif
 
 #endif

@@ -165,21 +165,25 @@ GF_TEST(unit, cuda_tf32_key) {
     GF_CHECK_OK(gf_session_device_check(&r));
 }
 
-/* [run] device and threads say where a run computes, not what: gf_recipe_same_run leaves them out,
- * and they are the only keys `gflow train --resume DIR --set` may change */
+/* [run] device, threads and cuda_graph say where and how a run computes, not what:
+ * gf_recipe_same_run leaves them out, and they are the only keys `gflow train --resume DIR --set`
+ * may change */
 GF_TEST(unit, cuda_device_not_in_run_identity) {
     gf_recipe a, b, c;
     GF_REQUIRE_OK(gf_recipe_load(rel_base_recipe(), NULL, 0, &a));
     b = a;
     b.run.device = GF_DEV_CUDA;
     b.run.threads = a.run.threads + 3;
-    GF_CHECK(!gf_recipe_equal(&a, &b) && gf_recipe_same_run(&a, &b), "device and threads are not the run's identity");
+    b.run.cuda_graph = !a.run.cuda_graph;
+    GF_CHECK(!gf_recipe_equal(&a, &b) && gf_recipe_same_run(&a, &b),
+             "device, threads and cuda_graph are not the run's identity");
     b.optim.lr *= 2;
     GF_CHECK(!gf_recipe_same_run(&a, &b), "the learning rate is");
     b = a;
-    const char *ok[] = {"run.device=cuda", "run.threads=3"};
-    GF_REQUIRE_OK(gf_recipe_resume_sets(&b, ok, 2));
-    GF_CHECK(b.run.device == GF_DEV_CUDA && b.run.threads == 3 && gf_recipe_same_run(&a, &b), "resume sets applied");
+    const char *ok[] = {"run.device=cuda", "run.threads=3", "run.cuda_graph=false"};
+    GF_REQUIRE_OK(gf_recipe_resume_sets(&b, ok, 3));
+    GF_CHECK(b.run.device == GF_DEV_CUDA && b.run.threads == 3 && !b.run.cuda_graph && gf_recipe_same_run(&a, &b),
+             "resume sets applied");
     const char *no[] = {"run.device=cpu", "optim.lr=0.5"};
     c = b;
     GF_CHECK_ERR(gf_recipe_resume_sets(&c, no, 2), GF_E_INVALID, "--set optim.lr");

@@ -237,4 +237,80 @@ GF_TEST(cuda, emulator_launch_limits) {
     gf_cuda_free(out);
 }
 
+/* stream capture: launches, copies and GEMMs recorded, not run, until the graph is launched (each
+ * launch runs them again, with the arguments they were captured with); an update keeps the nodes
+ * and takes new arguments, and refuses another kernel; what may synchronise or allocate fails
+ * with the toolkit's error and invalidates the capture */
+GF_TEST(cuda, emulator_captures_and_replays_graphs) {
+    enum { N = 64 };
+    float *in = dev_iota(N), *out = NULL, *pin = NULL, h[N];
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&out, N * sizeof(float)));
+    GF_REQUIRE(cudaHostAlloc((void **)&pin, N * sizeof(float), cudaHostAllocDefault) == cudaSuccess, "pinned");
+    cudaStream_t s = gf_cuda_stream();
+    GF_CHECK(cudaMemsetAsync(out, 0, N * sizeof(float), s) == cudaSuccess, "memset");
+    for (int i = 0; i < N; i++) pin[i] = -1.0f;
+    GF_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin");
+    enum cudaStreamCaptureStatus cs;
+    GF_CHECK(cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive, "capturing");
+    GF_CHECK(cudaMemcpyAsync(in, pin, sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess, "a pinned upload");
+    GF_CHECK(gf_ek_neighbour(out, in, N, 1) == cudaSuccess, "a launch");
+    const unsigned long waits0 = gf_emu_waits();
+    cudaGraph_t g = NULL;
+    GF_REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess && g, "end");
+    GF_CHECK(gf_emu_graph_nodes() == 2, "%lu nodes (2)", gf_emu_graph_nodes());
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    GF_CHECK(h[N - 1] == 0.0f, "captured work ran before its launch: out[%d] = %g", N - 1, h[N - 1]);
+    cudaGraphExec_t x = NULL;
+    GF_REQUIRE(cudaGraphInstantiate(&x, g, 0) == cudaSuccess, "instantiate");
+    pin[0] = 41.0f; /* read at the launch, not at the capture */
+    GF_CHECK(cudaGraphLaunch(x, s) == cudaSuccess, "launch");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    GF_CHECK(h[N - 1] == 41.0f && h[0] == 1.0f, "replayed: out[0] %g (1), out[%d] %g (41)", h[0], N - 1, h[N - 1]);
+    /* the same nodes with new arguments: updated in place */
+    GF_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin 2");
+    GF_CHECK(cudaMemcpyAsync(in + 1, pin, sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess, "upload 2");
+    GF_CHECK(gf_ek_neighbour(out, in, N, 1) == cudaSuccess, "launch 2");
+    cudaGraph_t g2 = NULL;
+    GF_REQUIRE(cudaStreamEndCapture(s, &g2) == cudaSuccess, "end 2");
+    cudaGraphExecUpdateResultInfo info;
+    GF_CHECK(cudaGraphExecUpdate(x, g2, &info) == cudaSuccess, "update: result %d", (int)info.result);
+    GF_CHECK(cudaGraphLaunch(x, s) == cudaSuccess, "launch 2");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    GF_CHECK(h[0] == 41.0f, "updated: out[0] %g (41)", h[0]);
+    GF_CHECK(gf_emu_waits() - waits0 == 3, "%lu waits: the three downloads only", gf_emu_waits() - waits0);
+    /* another kernel: the update is refused */
+    GF_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin 3");
+    GF_CHECK(cudaMemcpyAsync(in + 1, pin, sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess, "upload 3");
+    GF_CHECK(gf_ek_warp_sum(out, in, 32) == cudaSuccess, "launch 3");
+    cudaGraph_t g3 = NULL;
+    GF_REQUIRE(cudaStreamEndCapture(s, &g3) == cudaSuccess, "end 3");
+    GF_CHECK(cudaGraphExecUpdate(x, g3, &info) == cudaErrorGraphExecUpdateFailure &&
+                 info.result == cudaGraphExecUpdateErrorFunctionChanged, "an update to another kernel: result %d",
+             (int)info.result);
+    /* refused during a capture: a synchronisation, an allocation, a pageable download, a captured event */
+    cudaEvent_t ev;
+    GF_REQUIRE(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess, "event");
+    GF_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin 4");
+    GF_CHECK(cudaEventRecord(ev, s) == cudaSuccess, "an event recorded in a capture");
+    GF_CHECK(cudaEventSynchronize(ev) == cudaErrorCapturedEvent, "waiting for a captured event");
+    GF_CHECK(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize");
+    GF_CHECK(cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusInvalidated, "invalidated");
+    void *p = NULL;
+    GF_CHECK(cudaMalloc(&p, 16) == cudaErrorStreamCaptureUnsupported && !p, "cudaMalloc");
+    GF_CHECK(cudaMemcpyAsync(h, out, sizeof h, cudaMemcpyDeviceToHost, s) == cudaErrorStreamCaptureUnsupported,
+             "a download to pageable memory");
+    GF_CHECK(gf_ek_neighbour(out, in, N, 1) == cudaErrorStreamCaptureInvalidated, "a launch after them");
+    cudaGraph_t g4 = NULL;
+    GF_CHECK(cudaStreamEndCapture(s, &g4) == cudaErrorStreamCaptureInvalidated && !g4, "end 4: invalidated");
+    GF_CHECK(cudaMalloc(&p, 16) == cudaSuccess, "cudaMalloc after the capture");
+    GF_CHECK(cudaFree(p) == cudaSuccess && cudaEventDestroy(ev) == cudaSuccess, "free");
+    cudaGraphDestroy(g);
+    cudaGraphDestroy(g2);
+    cudaGraphDestroy(g3);
+    cudaGraphExecDestroy(x);
+    cudaFreeHost(pin);
+    gf_cuda_free(in);
+    gf_cuda_free(out);
+}
+
 #endif

@@ -87,25 +87,6 @@ static void fill_grads(float *g, int64_t n, uint64_t seed) {
     }
 }
 
-/* elements whose bits differ; *first the first one */
-static int64_t bits_differ(const float *a, const float *b, int64_t n, int64_t *first) {
-    int64_t bad = 0;
-    *first = -1;
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            if (!bad) *first = i;
-            bad++;
-        }
-    return bad;
-}
-
-/* the block's array `part` (malloc'd host copy) */
-static float *get_part(const gf_params *p, gf_params_part part) {
-    float *h = malloc((size_t)(p->n ? p->n : 1) * sizeof(float));
-    if (gf_params_get(p, part, h)) gf_test_fail(__FILE__, __LINE__, "gf_params_get: %s", gf_last_error());
-    return h;
-}
-
 /* the device block holds the host block's bits in parts [lo, hi) */
 static int same_parts(const char *what, const gf_params *dev, const gf_params *host, int lo, int hi) {
     static const char *names[GF_PP_COUNT] = {"data", "grad", "m", "v"};

@@ -27,7 +27,10 @@ static gf_cuda_chunk *chunk_new(gf_cuda_arena *a, size_t cap, gf_status *st) {
         return NULL;
     }
     void *base = NULL;
+    const int captured = gf_cuda_capturing(); /* a captured step that needs more: dropped, run again */
+    if (captured) gf_cuda_capture_drop();
     *st = gf_cuda_status(cudaMalloc(&base, cap), "cudaMalloc(&base, cap)", __FILE__, __LINE__);
+    if (captured) gf_cuda_capture_resume();
     if (*st) {
         free(c);
         return NULL;
@@ -59,7 +62,10 @@ static void *debug_alloc(gf_cuda_arena *a, size_t bytes) {
         a->cap_dbg = cap;
     }
     void *p = NULL;
+    const int captured = gf_cuda_capturing(); /* every step is dropped and run again: no graph */
+    if (captured) gf_cuda_capture_drop();
     gf_status st = gf_cuda_status(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
+    if (captured) gf_cuda_capture_resume();
     if (st)
         gf_abort(__FILE__, __LINE__, "out of device memory: the device step arena (GF_CUDA_ARENA_DEBUG=1) needs "
                  "%zu bytes more (%zu in use): %s", bytes, a->used, gf_last_error());
@@ -150,13 +156,17 @@ void gf_cuda_stage_into(gf_cuda_arena *a, void *d, const void *host, size_t byte
     size_t need = (bytes + GF_STAGE_ALIGN - 1) & ~(size_t)(GF_STAGE_ALIGN - 1);
     gf_cuda_staging *s = &a->stage[a->cur];
     const void *src = host;
+    a->staged += need;
     if (s->used + need <= s->cap) {
         src = memcpy(s->buf + s->used, host, bytes);
         s->used += need;
+    } else if (gf_cuda_capturing()) { /* the step runs again uncaptured, after a reset that makes room */
+        gf_cuda_capture_drop();
+        gf_cuda_capture_resume();
+        return;
     } else {
         a->n_pageable++; /* correct, possibly slower; the next resets make room */
     }
-    a->staged += need;
     GF_CUDA_NOTE(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
 }
 

@@ -23,6 +23,9 @@ static struct {
     size_t scratch_bytes;
     gf_status noted;       /* first failure an op noted, until gf_cuda_sync reports it */
     char noted_msg[1024];
+    int capturing;         /* gf_cuda_graph_begin .. gf_cuda_graph_launch */
+    int capture_dropped;   /* gf_cuda_capture_drop during it */
+    char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
 } rt;
 
 /* "../src/ops/cuda/x.cu" (a path from the build directory) -> "src/ops/cuda/x.cu": meson.build's
@@ -32,9 +35,16 @@ static const char *short_path(const char *file) {
     return file;
 }
 
+/* during a capture the first failure is kept apart: the calls after it fail only because it spoilt
+ * the capture, and gf_cuda_graph_launch names it */
+static void keep_capture_failure(const char *msg) {
+    if (rt.capturing && !rt.capture_msg[0]) snprintf(rt.capture_msg, sizeof rt.capture_msg, "%s", msg);
+}
+
 static void format_cuda(char *buf, size_t n, cudaError_t e, const char *call, const char *file, int line) {
     snprintf(buf, n, "CUDA error in %s at %s:%d: %s (%s)", call, short_path(file), line, cudaGetErrorString(e),
              cudaGetErrorName(e));
+    keep_capture_failure(buf);
 }
 
 /* Load cuBLAS (see gflow/cuda.h): its soname first (LD_LIBRARY_PATH, the executable's run path,
@@ -89,6 +99,7 @@ static void format_cublas(char *buf, size_t n, cublasStatus_t s, const char *cal
                  gf_cublas.status_string(s), gf_cublas.status_name(s));
     else
         snprintf(buf, n, "cuBLAS error in %s at %s:%d: status %d", call, short_path(file), line, (int)s);
+    keep_capture_failure(buf);
 }
 
 /* A kernel's fault surfaces at the next call that waits (a copy, a synchronisation): when an op
@@ -154,14 +165,19 @@ void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int li
     rt.noted = GF_E_EXTERNAL;
 }
 
+/* the noted failure (then forgotten), else GF_OK */
+static gf_status take_noted(void) {
+    if (!rt.noted) return GF_OK;
+    const gf_status st = gf_error_set(rt.noted, "%s", rt.noted_msg);
+    rt.noted = GF_OK;
+    return st;
+}
+
 gf_status gf_cuda_sync(void) {
     gf_status st = GF_OK;
     if (rt.tried && !rt.status) /* else no stream exists and nothing can have run on it */
         st = gf_cuda_status(cudaStreamSynchronize(rt.stream), "cudaStreamSynchronize(stream)", __FILE__, __LINE__);
-    if (rt.noted) { /* the first failure explains the later ones: report it */
-        st = gf_error_set(rt.noted, "%s", rt.noted_msg);
-        rt.noted = GF_OK;
-    }
+    if (rt.noted) st = take_noted(); /* the first failure explains the later ones: report it */
     return st;
 }
 
@@ -249,10 +265,13 @@ gf_status gf_cuda_malloc(void **p, size_t bytes) {
 
 void *gf_cuda_scratch(size_t bytes) {
     if (bytes <= rt.scratch_bytes) return rt.scratch;
+    const int captured = rt.capturing; /* a captured step that needs more: dropped, run again */
+    if (captured) gf_cuda_capture_drop();
     gf_cuda_free(rt.scratch);
     rt.scratch = NULL, rt.scratch_bytes = 0;
     size_t want = (bytes + 255) & ~(size_t)255;
     cudaError_t e = cudaMalloc(&rt.scratch, want);
+    if (captured) gf_cuda_capture_resume();
     if (e != cudaSuccess) {
         gf_cuda_note(e, "cudaMalloc(scratch)", __FILE__, __LINE__);
         rt.scratch = NULL;
@@ -276,6 +295,95 @@ gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes) {
     GF_TRY(gf_cuda_init());
     GF_CUDA_TRY(cudaMemcpyAsync(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, rt.stream));
     return gf_cuda_sync();
+}
+
+/* ---- the step as a CUDA graph (gflow/device.h) ---- */
+
+gf_status gf_cuda_graph_begin(void) {
+    GF_TRY(gf_cuda_init());
+    GF_ASSERT(!rt.capturing, "gf_cuda_graph_begin: the stream is capturing already");
+    GF_TRY(take_noted()); /* an earlier step's failure, not this capture's */
+    GF_CUDA_TRY(cudaStreamBeginCapture(rt.stream, cudaStreamCaptureModeGlobal));
+    rt.capturing = 1;
+    rt.capture_dropped = 0;
+    rt.capture_msg[0] = 0;
+    return GF_OK;
+}
+
+int gf_cuda_capturing(void) { return rt.capturing; }
+
+void gf_cuda_capture_drop(void) {
+    if (!rt.capturing || rt.capture_dropped == 2) return;
+    rt.capture_dropped = 2; /* 2: the stream is not capturing now */
+    cudaGraph_t graph = NULL;
+    (void)cudaStreamEndCapture(rt.stream, &graph); /* nothing of it runs */
+    if (graph) gf_cuda_note(cudaGraphDestroy(graph), "cudaGraphDestroy(graph)", __FILE__, __LINE__);
+    (void)cudaGetLastError();
+}
+
+void gf_cuda_capture_resume(void) {
+    if (rt.capture_dropped != 2) return;
+    rt.capture_dropped = 1;
+    gf_cuda_note(cudaStreamBeginCapture(rt.stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture(resume)",
+                 __FILE__, __LINE__);
+}
+
+/* the captured graph into g->exec: updated in place when it has exec's nodes, else instantiated */
+static gf_status graph_install(gf_cuda_graph *g, cudaGraph_t graph) {
+    if (g->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(g->exec, graph, &info) == cudaSuccess) {
+            g->n_updated++;
+            return GF_OK;
+        }
+        (void)cudaGetLastError(); /* other nodes (another shape): not an error */
+        GF_CUDA_TRY(cudaGraphExecDestroy(g->exec)); /* a launch in flight completes first */
+        g->exec = NULL;
+    }
+    GF_CUDA_TRY(cudaGraphInstantiate(&g->exec, graph, 0));
+    g->n_instantiated++;
+    return GF_OK;
+}
+
+gf_status gf_cuda_graph_launch(gf_cuda_graph **gp, int *redo) {
+    GF_ASSERT(rt.capturing, "gf_cuda_graph_launch: no capture begun (gf_cuda_graph_begin)");
+    *redo = 0;
+    if (rt.capture_dropped) { /* something no capture holds: nothing runs, the caller redoes the step */
+        gf_cuda_capture_drop();
+        rt.capturing = 0;
+        rt.noted = GF_OK; /* a refusal after the drop: the step run again meets that call uncaptured */
+        if (!*gp && !(*gp = calloc(1, sizeof **gp))) return gf_error_set(GF_E_NOMEM, "gf_cuda_graph_launch");
+        (*gp)->n_redone++;
+        *redo = 1;
+        return GF_OK;
+    }
+    cudaGraph_t graph = NULL;
+    const cudaError_t e = cudaStreamEndCapture(rt.stream, &graph);
+    rt.capturing = 0;
+    if (e != cudaSuccess || rt.noted) {
+        if (graph) gf_cuda_note(cudaGraphDestroy(graph), "cudaGraphDestroy(graph)", __FILE__, __LINE__);
+        (void)cudaGetLastError();
+        rt.noted = GF_OK;
+        return gf_error_set(GF_E_EXTERNAL, "the training step captured as a CUDA graph did not run (a call that "
+                            "synchronises or allocates cannot be captured; [run] cuda_graph = false runs the step "
+                            "without a graph): %s", rt.capture_msg[0] ? rt.capture_msg : cudaGetErrorString(e));
+    }
+    if (!*gp && !(*gp = calloc(1, sizeof **gp))) {
+        gf_cuda_note(cudaGraphDestroy(graph), "cudaGraphDestroy(graph)", __FILE__, __LINE__);
+        return gf_error_set(GF_E_NOMEM, "gf_cuda_graph_launch");
+    }
+    gf_status st = graph_install(*gp, graph);
+    gf_cuda_note(cudaGraphDestroy(graph), "cudaGraphDestroy(graph)", __FILE__, __LINE__);
+    GF_TRY(st);
+    GF_CUDA_TRY(cudaGraphLaunch((*gp)->exec, rt.stream));
+    (*gp)->n_launched++;
+    return GF_OK;
+}
+
+void gf_cuda_graph_free(gf_cuda_graph *g) {
+    if (!g) return;
+    if (g->exec) gf_cuda_note(cudaGraphExecDestroy(g->exec), "cudaGraphExecDestroy(g->exec)", __FILE__, __LINE__);
+    free(g);
 }
 
 /* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then

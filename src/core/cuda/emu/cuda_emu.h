@@ -109,6 +109,12 @@ template <class... A> static inline launch_t<A...> operator*(cfg c, args_t<A...>
  * A configuration error is returned (and kept for cudaGetLastError); faults abort. */
 typedef void (*body_fn)(void *ctx);
 extern "C" cudaError_t gf_emu_launch(const void *kernel, const cfg *c, body_fn body, void *ctx);
+/* while the stream captures (a graph, emu.cc): 1, and gf_emu_capture_launch keeps the launch, its
+ * configuration and its arguments (ctx, deleted by drop with the last graph holding it) to run at
+ * each launch of the graph; a configuration error is returned as gf_emu_launch would */
+extern "C" int gf_emu_capturing(void);
+extern "C" cudaError_t gf_emu_capture_launch(const void *kernel, const cfg *c, body_fn body, void *ctx,
+                                             void (*drop)(void *));
 /* a kernel argument that is a pointer must be NULL or point into device memory (else abort) */
 extern "C" void gf_emu_check_arg(const cfg *c, int index, const void *p);
 
@@ -122,6 +128,19 @@ template <class... P, class... A> static inline void operator|(void (*k)(P...), 
         int i = 0;
         (check_arg(l.c, i++, a), ...);
     }, l.t);
+    if (gf_emu_capturing()) { /* the arguments by value, for every launch of the graph */
+        struct held_t {
+            void (*k)(P...);
+            std::tuple<A...> t;
+            static void run(void *ctx) {
+                held_t *x = (held_t *)ctx;
+                std::apply([x](A &...a) { x->k(a...); }, x->t);
+            }
+            static void drop(void *ctx) { delete (held_t *)ctx; }
+        };
+        gf_emu_capture_launch((const void *)k, &l.c, &held_t::run, new held_t{k, l.t}, &held_t::drop);
+        return;
+    }
     struct ctx_t {
         void (*k)(P...);
         std::tuple<A...> *t;

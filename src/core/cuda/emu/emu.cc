@@ -19,7 +19,15 @@
  * their source until a synchronisation that waits for them (the stream's, or an event recorded
  * after them). The emulator copies at once, so it remembers each such copy's source and a
  * checksum, and aborts when a synchronisation finds the source changed, or the buffer freed,
- * while the copy was still in flight. */
+ * while the copy was still in flight.
+ *
+ * Stream capture (graphs): while the stream captures, launches, copies, memsets and cuBLAS calls
+ * are kept as closures holding their arguments by value, not run; cudaGraphLaunch runs them in
+ * order. What the toolkit refuses during a capture in its global mode fails here too, with its
+ * error, and invalidates the capture: a call that may synchronise or allocate (cudaStreamSynchronize,
+ * cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, a copy from or to pageable host memory), a
+ * cuBLAS call on a handle without a workspace of the caller's (cuBLAS would allocate one), and
+ * waiting for an event recorded during the capture (cudaErrorCapturedEvent). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -34,7 +42,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -53,6 +63,39 @@ static std::mutex lock;
 static std::map<uintptr_t, size_t> allocs; /* device memory: start -> bytes asked for */
 static size_t alloc_bytes;
 static cudaError_t last_error = cudaSuccess;   /* for cudaGetLastError */
+
+/* ---- stream capture: its state (the API is below, with the streams) ---- */
+
+enum { N_KERNEL, N_COPY, N_SET, N_BLAS };
+struct emu_node {
+    int kind;
+    const void *fn; /* the kernel, the cuBLAS function, or the copy's kind: what an update may not change */
+    std::function<void()> run;
+};
+struct CUgraph_st {
+    std::vector<emu_node> nodes;
+};
+struct CUgraphExec_st {
+    std::vector<emu_node> nodes;
+};
+static struct {
+    bool on;
+    cudaError_t failed; /* the first refused call's error: the capture is invalidated */
+    std::vector<emu_node> nodes;
+} cap;
+static unsigned long graph_launches, graph_nodes;
+
+/* lock held: a call the global capture mode refuses (it may synchronise or allocate) */
+static cudaError_t refuse_in_capture(void) {
+    if (!cap.failed) cap.failed = cudaErrorStreamCaptureUnsupported;
+    return cudaErrorStreamCaptureUnsupported;
+}
+/* lock held, capturing: keep f for the graph, or say that an earlier call invalidated the capture */
+static cudaError_t capture(int kind, const void *fn, std::function<void()> f) {
+    if (cap.failed) return cudaErrorStreamCaptureInvalidated;
+    cap.nodes.push_back({kind, fn, std::move(f)});
+    return cudaSuccess;
+}
 static std::map<const void *, int> smem_limit; /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 
 [[noreturn]] static void fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -127,6 +170,11 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
     }
     return "cudaErrorUnknown";
 }
@@ -140,6 +188,13 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorGraphExecUpdateFailure:
+        return "the graph update was not performed because it included changes which violated constraints "
+               "specific to instantiated graph update";
     }
     return "unknown error";
 }
@@ -158,6 +213,7 @@ static size_t taken(size_t bytes) { return bytes ? (bytes + 255) / 256 * 256 : 2
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     std::lock_guard<std::mutex> g(lock);
     *p = NULL;
+    if (cap.on) return refuse_in_capture();
     size_t n = taken(bytes);
     if (n > EMU_TOTAL_MEM - alloc_bytes) return cudaErrorMemoryAllocation;
     void *q = aligned_alloc(256, n);
@@ -170,6 +226,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 cudaError_t cudaFree(void *p) {
     std::lock_guard<std::mutex> g(lock);
+    if (cap.on) return refuse_in_capture();
     if (!p) return cudaSuccess;
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) return cudaErrorInvalidValue;
@@ -238,6 +295,7 @@ static void complete_upto(uint64_t upto) {
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     std::lock_guard<std::mutex> g(lock);
     *p = NULL;
+    if (cap.on) return refuse_in_capture();
     if (flags != cudaHostAllocDefault) return cudaErrorInvalidValue;
     void *q = aligned_alloc(256, taken(bytes));
     if (!q) {
@@ -250,6 +308,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
 }
 cudaError_t cudaFreeHost(void *p) {
     std::lock_guard<std::mutex> g(lock);
+    if (cap.on) return refuse_in_capture();
     if (!p) return cudaSuccess;
     auto it = pinned.find((uintptr_t)p);
     if (it == pinned.end()) return cudaErrorInvalidValue;
@@ -259,6 +318,24 @@ cudaError_t cudaFreeHost(void *p) {
     pinned.erase(it);
     free(p);
     return cudaSuccess;
+}
+
+/* a checked copy, when it runs on the stream (at the call, or at each launch of its graph) */
+static void copy_now(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued();
+        if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) { /* returns when the stream has done it */
+            complete_upto(stream_seq);
+            waits_for(stream_seq);
+        }
+        if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) pageable_uploads++;
+        if (kind == cudaMemcpyHostToDevice && is_pinned(src, bytes)) {
+            const unsigned char *p = (const unsigned char *)src;
+            in_flight.push_back({p, bytes, checksum(p, bytes), stream_seq});
+        }
+    }
+    memmove(dst, src, bytes);
 }
 
 /* the copy's direction must be the pointers' (the toolkit refuses a wrong kind) */
@@ -274,27 +351,32 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                   : kind == cudaMemcpyHostToHost   ? !is_device(dst, 0) && !is_device(src, 0)
                                                    : true;
         if (!ok) return cudaErrorInvalidValue;
-        queued();
-        if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) { /* returns when the stream has done it */
-            complete_upto(stream_seq);
-            waits_for(stream_seq);
-        }
-        if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) pageable_uploads++;
-        if (kind == cudaMemcpyHostToDevice && is_pinned(src, bytes)) {
-            const unsigned char *p = (const unsigned char *)src;
-            in_flight.push_back({p, bytes, checksum(p, bytes), stream_seq});
+        if (cap.on) { /* pageable host memory: the copy may synchronise, which a capture refuses */
+            if ((kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) ||
+                (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) || kind == cudaMemcpyHostToHost)
+                return refuse_in_capture();
+            return capture(N_COPY, (const void *)(uintptr_t)kind, [=] { copy_now(dst, src, bytes, kind); });
         }
     }
-    memmove(dst, src, bytes);
+    copy_now(dst, src, bytes, kind);
     return cudaSuccess;
+}
+static void memset_now(void *dst, int value, size_t bytes) {
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued();
+    }
+    memset(dst, value, bytes);
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
     (void)s;
     if (bytes == 0) return cudaSuccess;
-    std::lock_guard<std::mutex> g(lock);
-    if (!is_device(dst, bytes)) return cudaErrorInvalidValue;
-    queued();
-    memset(dst, value, bytes);
+    {
+        std::lock_guard<std::mutex> g(lock);
+        if (!is_device(dst, bytes)) return cudaErrorInvalidValue;
+        if (cap.on) return capture(N_SET, NULL, [=] { memset_now(dst, value, bytes); });
+    }
+    memset_now(dst, value, bytes);
     return cudaSuccess;
 }
 
@@ -307,6 +389,7 @@ struct CUevent_st {
     double t;     /* seconds, CLOCK_MONOTONIC; < 0 before the first record */
     uint64_t seq; /* the work queued before its record (stream_seq) */
     bool timing;
+    bool captured; /* last recorded during a capture: the host may not wait for it or time it */
 };
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
@@ -316,21 +399,20 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
     std::lock_guard<std::mutex> g(lock);
+    if (cap.on) return refuse_in_capture();
     complete_upto(stream_seq);
     waits_for(stream_seq);
     return cudaSuccess;
 }
-unsigned long gf_emu_waits(void) {
+static unsigned long counter(const unsigned long *c) {
     std::lock_guard<std::mutex> g(lock);
-    return host_waits;
+    return *c;
 }
-unsigned long gf_emu_pageable_uploads(void) {
-    std::lock_guard<std::mutex> g(lock);
-    return pageable_uploads;
-}
+unsigned long gf_emu_waits(void) { return counter(&host_waits); }
+unsigned long gf_emu_pageable_uploads(void) { return counter(&pageable_uploads); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     if (flags & ~(unsigned)cudaEventDisableTiming) return cudaErrorInvalidValue;
-    *e = new CUevent_st{-1.0, 0, !(flags & cudaEventDisableTiming)};
+    *e = new CUevent_st{-1.0, 0, !(flags & cudaEventDisableTiming), false};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
@@ -339,8 +421,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) return cudaErrorInvalidValue;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     std::lock_guard<std::mutex> g(lock);
+    e->captured = cap.on; /* in a graph, an event only orders work: nothing the host can wait for */
+    if (cap.on) return cap.failed ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+    e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     queued();
     e->seq = stream_seq;
     return cudaSuccess;
@@ -348,12 +432,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> g(lock);
+    if (e->captured) return cudaErrorCapturedEvent;
     complete_upto(e->seq);
     waits_for(e->seq);
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!start || !end || !start->timing || !end->timing || start->t < 0 || end->t < 0) return cudaErrorInvalidValue;
+    if (start->captured || end->captured) return cudaErrorCapturedEvent;
     *ms = (float)((end->t - start->t) * 1e3);
     return cudaSuccess;
 }
@@ -361,6 +447,81 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     return cudaSuccess;
 }
+
+/* ---- graphs: capture, instantiate, update, launch ---- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+    std::lock_guard<std::mutex> g(lock);
+    if (!s) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot be captured */
+    if (mode != cudaStreamCaptureModeGlobal) return cudaErrorInvalidValue; /* the one mode gflow uses */
+    if (cap.on) return cudaErrorIllegalState;
+    cap.on = true;
+    cap.failed = cudaSuccess;
+    cap.nodes.clear();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+    (void)s;
+    std::lock_guard<std::mutex> g(lock);
+    *graph = NULL;
+    if (!cap.on) return cudaErrorIllegalState;
+    cap.on = false;
+    std::vector<emu_node> nodes;
+    nodes.swap(cap.nodes);
+    if (cap.failed) return cudaErrorStreamCaptureInvalidated;
+    graph_nodes = nodes.size();
+    *graph = new CUgraph_st{std::move(nodes)};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status) {
+    (void)s;
+    std::lock_guard<std::mutex> g(lock);
+    *status = !cap.on ? cudaStreamCaptureStatusNone
+              : cap.failed ? cudaStreamCaptureStatusInvalidated
+                           : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    *exec = NULL;
+    if (!graph || flags) return cudaErrorInvalidValue;
+    *exec = new CUgraphExec_st{graph->nodes};
+    return cudaSuccess;
+}
+/* the toolkit's rule as far as the emulator can see it: the same nodes in the same order, each
+ * of the same type and function (kernel, cuBLAS call, copy direction); their arguments may change */
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info) {
+    if (!exec || !graph || !info) return cudaErrorInvalidValue;
+    *info = cudaGraphExecUpdateResultInfo{cudaGraphExecUpdateSuccess, NULL, NULL};
+    if (exec->nodes.size() != graph->nodes.size()) info->result = cudaGraphExecUpdateErrorTopologyChanged;
+    for (size_t i = 0; !info->result && i < graph->nodes.size(); i++) {
+        if (exec->nodes[i].kind != graph->nodes[i].kind) info->result = cudaGraphExecUpdateErrorNodeTypeChanged;
+        else if (exec->nodes[i].fn != graph->nodes[i].fn) info->result = cudaGraphExecUpdateErrorFunctionChanged;
+    }
+    if (info->result) return cudaErrorGraphExecUpdateFailure;
+    exec->nodes = graph->nodes;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    (void)s;
+    if (!exec) return cudaErrorInvalidValue;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        if (cap.on) return refuse_in_capture(); /* a graph inside a graph: gflow never asks */
+        graph_launches++;
+    }
+    for (const emu_node &n : exec->nodes) n.run();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+unsigned long gf_emu_graph_launches(void) { return counter(&graph_launches); }
+unsigned long gf_emu_graph_nodes(void) { return counter(&graph_nodes); }
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -383,10 +544,26 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 
 struct cublasContext {
     cublasMath_t math;
+    bool workspace; /* the caller's (cublasSetWorkspace): a captured call needs one */
 };
 
+/* While the stream captures, a cuBLAS call is kept for the graph (its scalars by value: in host
+ * pointer mode cuBLAS reads them at the call) and 1 returned with its status in *st; a handle
+ * without a workspace of the caller's would allocate one during the capture, which is refused. */
+static int blas_captured(cublasHandle_t h, const void *fn, std::function<void()> f, cublasStatus_t *st) {
+    std::lock_guard<std::mutex> g(lock);
+    if (!cap.on) return 0;
+    if (!h->workspace) {
+        refuse_in_capture();
+        *st = CUBLAS_STATUS_NOT_SUPPORTED;
+    } else {
+        *st = capture(N_BLAS, fn, std::move(f)) ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+    }
+    return 1;
+}
+
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
-    *handle = new cublasContext{CUBLAS_DEFAULT_MATH};
+    *handle = new cublasContext{CUBLAS_DEFAULT_MATH, false};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t s) {
@@ -406,8 +583,16 @@ cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode) {
 }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace, size_t bytes) {
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-    return bytes == 0 || is_device_locked(workspace, bytes) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    if (bytes != 0 && !is_device_locked(workspace, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+    handle->workspace = bytes != 0;
+    return CUBLAS_STATUS_SUCCESS;
 }
+
+static cublasStatus_t sgemm_now(cublasMath_t math, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                                int ldc);
+static cublasStatus_t gemm_bf16_now(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float al,
+                                    const void *A, int lda, const void *B, int ldb, float be, void *C, int ldc);
 
 /* an (rows, cols) column-major matrix with leading dimension ld lies in device memory */
 static bool matrix_on_device(const float *p, int rows, int cols, int ld) {
@@ -449,6 +634,22 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cubla
                                                       !matrix_on_device(B, br, bc, ldb))))
         fault("cublasSgemm(m %d, n %d, k %d, lda %d, ldb %d, ldc %d): a matrix is not (wholly) in device memory", m,
               n, k, lda, ldb, ldc);
+    const float al = *alpha, be = *beta;
+    const cublasMath_t math = handle->math;
+    cublasStatus_t st;
+    if (blas_captured(handle, (const void *)&cublasSgemm_v2, [=] {
+            sgemm_now(math, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+        }, &st))
+        return st;
+    return sgemm_now(math, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+}
+
+/* C = alpha op(A) op(B) + beta C, checked; when it runs on the stream */
+static cublasStatus_t sgemm_now(cublasMath_t math, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                                int ldc) {
+    const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     {
         std::lock_guard<std::mutex> g(lock);
         queued();
@@ -456,11 +657,11 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cubla
     if (k == 0) { /* C = beta C; beta 0 stores zeros (C is not read) */
         for (size_t j = 0; j < (size_t)n; j++)
             for (size_t i = 0; i < (size_t)m; i++)
-                C[j * (size_t)ldc + i] = *beta == 0.0f ? 0.0f : *beta * C[j * (size_t)ldc + i];
+                C[j * (size_t)ldc + i] = beta == 0.0f ? 0.0f : beta * C[j * (size_t)ldc + i];
         return CUBLAS_STATUS_SUCCESS;
     }
     float *a32 = NULL, *b32 = NULL;
-    if (handle->math == CUBLAS_TF32_TENSOR_OP_MATH) {
+    if (math == CUBLAS_TF32_TENSOR_OP_MATH) {
         a32 = to_tf32(A, ar, ac, lda);
         b32 = to_tf32(B, br, bc, ldb);
         if (!a32 || !b32) {
@@ -470,8 +671,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cubla
         }
     }
     cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb,
-                *beta, C, ldc);
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb,
+                beta, C, ldc);
     free(a32);
     free(b32);
     return CUBLAS_STATUS_SUCCESS;
@@ -498,12 +699,24 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasO
         (k > 0 && (!is_device_locked(A, abytes) || !is_device_locked(B, bbytes))))
         fault("cublasGemmEx(m %d, n %d, k %d, lda %d, ldb %d, ldc %d): a matrix is not (wholly) in device memory", m,
               n, k, lda, ldb, ldc);
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    cublasStatus_t st;
+    if (blas_captured(handle, (const void *)&cublasGemmEx, [=] {
+            gemm_bf16_now(ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+        }, &st))
+        return st;
+    return gemm_bf16_now(ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+}
+
+static cublasStatus_t gemm_bf16_now(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float al,
+                                    const void *A, int lda, const void *B, int ldb, float be, void *C, int ldc) {
+    const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     {
         std::lock_guard<std::mutex> g(lock);
         queued();
     }
     float *c = (float *)C;
-    const float al = *(const float *)alpha, be = *(const float *)beta;
     if (k == 0) {
         for (size_t j = 0; j < (size_t)n; j++)
             for (size_t i = 0; i < (size_t)m; i++)
@@ -537,11 +750,17 @@ cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, 
     if (!is_device_locked(x, ((size_t)(n - 1) * incx + 1) * sizeof(float)) ||
         !is_device_locked(y, ((size_t)(n - 1) * incy + 1) * sizeof(float)))
         fault("cublasSaxpy(n %d): a vector is not (wholly) in device memory", n);
-    {
-        std::lock_guard<std::mutex> g(lock);
-        queued();
-    }
-    cblas_saxpy(n, *alpha, x, incx, y, incy);
+    const float al = *alpha;
+    auto now = [=] {
+        {
+            std::lock_guard<std::mutex> g(lock);
+            queued();
+        }
+        cblas_saxpy(n, al, x, incx, y, incy);
+    };
+    cublasStatus_t st;
+    if (blas_captured(handle, (const void *)&cublasSaxpy_v2, now, &st)) return st;
+    now();
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -552,6 +771,7 @@ const char *cublasGetStatusName(cublasStatus_t s) {
     case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
     case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
     case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
     }
     return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -562,6 +782,7 @@ const char *cublasGetStatusString(cublasStatus_t s) {
     case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
     case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
     case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
     }
     return "unknown status";
 }
@@ -739,8 +960,8 @@ extern "C" void gf_emu_check_arg(const gf_emu::cfg *c, int index, const void *p)
         fault("kernel launched at %s:%d: argument %d (%p) is not device memory", c->file, c->line, index, p);
 }
 
-extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, gf_emu::body_fn body, void *ctx) {
-    std::lock_guard<std::mutex> g(lock);
+/* lock held: the configuration's error (kept for cudaGetLastError), as a GPU reports it at the launch */
+static cudaError_t check_config(const void *kernel, const gf_emu::cfg *c) {
     const dim3 gr = c->grid, bl = c->block;
     const uint64_t threads = (uint64_t)bl.x * bl.y * bl.z;
     int limit = EMU_SMEM_DEFAULT;
@@ -752,10 +973,33 @@ extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, g
         e = cudaErrorInvalidConfiguration;
     else if (c->smem > (size_t)limit)
         e = cudaErrorInvalidValue; /* over the function's dynamic shared memory limit */
-    if (e) {
-        if (!last_error) last_error = e;
-        return e;
-    }
+    if (e && !last_error) last_error = e;
+    return e;
+}
+
+extern "C" int gf_emu_capturing(void) {
+    std::lock_guard<std::mutex> g(lock);
+    return cap.on;
+}
+
+extern "C" cudaError_t gf_emu_capture_launch(const void *kernel, const gf_emu::cfg *c, gf_emu::body_fn body,
+                                             void *ctx, void (*drop)(void *)) {
+    std::shared_ptr<void> held(ctx, drop); /* the arguments live as long as a graph holding them */
+    std::lock_guard<std::mutex> g(lock);
+    cudaError_t e = check_config(kernel, c);
+    if (e) return e;
+    const gf_emu::cfg cc = *c;
+    e = capture(N_KERNEL, kernel, [kernel, cc, body, held] { gf_emu_launch(kernel, &cc, body, held.get()); });
+    if (e && !last_error) last_error = e;
+    return e;
+}
+
+extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, gf_emu::body_fn body, void *ctx) {
+    std::lock_guard<std::mutex> g(lock);
+    const cudaError_t e = check_config(kernel, c);
+    if (e) return e;
+    const dim3 gr = c->grid, bl = c->block;
+    const uint64_t threads = (uint64_t)bl.x * bl.y * bl.z;
     queued();
     init_fibers();
     if (c->smem > S.dyn_cap) {

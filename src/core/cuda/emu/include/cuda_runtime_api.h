@@ -17,14 +17,47 @@ typedef enum cudaError {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorIllegalState = 401,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorCapturedEvent = 907,
+    cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
+
+/* stream capture (the toolkit's values); the emulator knows the global mode only, the default,
+ * in which a call that may synchronise or allocate fails during a capture */
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
+enum cudaGraphExecUpdateResult {
+    cudaGraphExecUpdateSuccess = 0,
+    cudaGraphExecUpdateError = 1,
+    cudaGraphExecUpdateErrorTopologyChanged = 2,
+    cudaGraphExecUpdateErrorNodeTypeChanged = 3,
+    cudaGraphExecUpdateErrorFunctionChanged = 4,
+};
+typedef struct cudaGraphExecUpdateResultInfo_st {
+    enum cudaGraphExecUpdateResult result;
+    cudaGraphNode_t errorNode;
+    cudaGraphNode_t errorFromNode;
+} cudaGraphExecUpdateResultInfo;
 
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -79,6 +112,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
 
+/* Graphs: while a stream captures, its launches, copies, memsets, event records and cuBLAS calls
+ * are recorded, not run; a launch of the instantiated graph runs them in order. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
 /* Not CUDA: the emulator's fences for gflow's device step arena (src/core/cuda/arena.c). Under
  * AddressSanitizer the bytes are marked unaddressable / addressable again, so a kernel or a copy
  * that reaches past its arena allocation is reported; without it they do nothing. */
@@ -90,6 +134,9 @@ void gf_emu_unpoison(const void *p, size_t bytes);
 unsigned long gf_emu_waits(void);
 /* Not CUDA: host-to-device copies from pageable (not cudaHostAlloc'd) memory so far. */
 unsigned long gf_emu_pageable_uploads(void);
+/* Not CUDA: graph launches so far, and the nodes of the last graph captured */
+unsigned long gf_emu_graph_launches(void);
+unsigned long gf_emu_graph_nodes(void);
 
 #ifdef __cplusplus
 }
