@@ -157,11 +157,13 @@ static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t 
         } else if (normalize) {
             s = inv_cnt / eps;
         }
-        const float cc = pm_dot(c, c, R), ac = pm_dot(a, c, R);
+        /* the scalars first: qn·(c·c) stays quadratic in the inputs' size, as p does, where
+         * a (c·c) would be cubic and overflow first (a blow-up must fail where it did) */
+        const float qcc = qn * pm_dot(c, c, R), qac = qn * pm_dot(a, c, R), qaa = qn * aa;
 #pragma omp simd
         for (int64_t i = 0; i < R; i++) {
-            da[i] += s * u[i] - qn * (a[i] * cc - c[i] * ac);
-            dc[i] = qn * (a[i] * ac - c[i] * aa) - s * v[i];
+            da[i] += s * u[i] - (qcc * a[i] - qac * c[i]);
+            dc[i] = (qac * a[i] - qaa * c[i]) - s * v[i];
         }
     }
 }
