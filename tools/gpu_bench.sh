@@ -82,12 +82,13 @@ row() {  # row MODEL RUN FILE [RATIO]: one table line from a bench output (its f
   tps=$(field "$f" tokens_per_s)
   if [ -z "$tps" ]; then
     why=$(grep -v '^[[:space:]]*$' "$f" 2>/dev/null | tail -1 | cut -c1-110 | tr '|' '/')  # the error's line
-    echo "| $1 | $2 | ${why:-no result (gpu_bench.log)} | | | | | | | |"
+    echo "| $1 | $2 | ${why:-no result (gpu_bench.log)} | | | | | | | | |"
     return
   fi
   mem=$(field "$f" peak_device_mb); [ -n "$mem" ] || mem="$(field "$f" device_taken_mb) (after)"
-  echo "| $1 | $2 | $tps | $(field "$f" ms_per_step) | $(field "$f" ms_forward) | $(field "$f" ms_backward) |" \
-       "$(field "$f" ms_optimizer) | $(field "$f" mfu_pct) | ${mem:-?} | ${4:-} |"
+  # gflow only: its steps pushed as gflow train pushes them (no wait per step, CUDA graphs)
+  echo "| $1 | $2 | $tps | $(field "$f" queued_tokens_per_s) | $(field "$f" ms_per_step) | $(field "$f" ms_forward) |" \
+       "$(field "$f" ms_backward) | $(field "$f" ms_optimizer) | $(field "$f" mfu_pct) | ${mem:-?} | ${4:-} |"
 }
 
 run() {
@@ -135,6 +136,8 @@ run() {
   # the numbers that must come back first, then torch.compile (minutes of compilation)
   step gflow-grassmann 120 "${gb[@]:0:2}" "$g" "${gb[@]:2}"
   step gflow-transformer 120 "${gb[@]:0:2}" "$t" "${gb[@]:2}"
+  # the CUDA graph's gain: the same queued steps without graphs
+  step gflow-grassmann-nograph 120 "${gb[@]:0:2}" "$g" "${gb[@]:2}" --set run.cuda_graph=false
   step torch-eager-grassmann 150 "${tb[@]:0:2}" "$g" "${tb[@]:2}" --mode eager
   step torch-eager-transformer 150 "${tb[@]:0:2}" "$t" "${tb[@]:2}" --mode eager
   if [ "$compile" = 1 ]; then
@@ -174,12 +177,14 @@ run() {
     echo "GPU: ${gpu:-unknown}. $(date -u +%F); $("$gflow" --version 2>/dev/null | head -1);" \
          "$("$PY" -c 'import torch; print("PyTorch", torch.__version__)' 2>/dev/null)."
     echo "gflow GrassmannLM: ${shape:-?}. Steps timed with CUDA events: gflow $steps after $warmup warm-up," \
-         "PyTorch $tsteps after $twarmup; FP32$([ "$tf32" = 1 ] && echo ' (GEMM peaks also in TF32)')."
+         "PyTorch $tsteps after $twarmup; FP32$([ "$tf32" = 1 ] && echo ' (GEMM peaks also in TF32)')." \
+         "Queued tokens/s (gflow): $steps more steps pushed as gflow train pushes them, no wait per step, each a CUDA graph" \
+         "(the cuda_graphs line of its output); the ratios use the event-timed tokens/s, one step at a time on both sides."
     echo "MFU: gflow against cublasSgemm on the same GPU, ${peak:-?}; PyTorch against torch.matmul 8192^3." \
          "Device memory: gflow the session's share by cudaMemGetInfo after the timed steps (a snapshot, marked after), PyTorch torch.cuda.max_memory_allocated."
     echo
-    echo "| model | run | tokens/s | ms/step | forward | backward | optimizer | MFU % | peak device MB | gflow ÷ this |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| model | run | tokens/s | queued tokens/s | ms/step | forward | backward | optimizer | MFU % | peak device MB | gflow ÷ this |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     local p sfx
     for p in FP32 TF32 BF16; do
       sfx=""; [ $p = TF32 ] && sfx=-tf32; [ $p = BF16 ] && sfx=-bf16
@@ -207,6 +212,12 @@ run() {
       [ -f "$f" ] && grep -m1 '^warmup_s: ' "$f" | sed "s|^|- $(basename "$f") |"
     done
     grep -h -E '^sgemm_(peak|head|ffn|peak_tf32)_gflops: ' "$R/gflow-grassmann" 2>/dev/null | sed 's/^/- gflow GrassmannLM /'
+    local qg qn
+    qg=$(field "$R/gflow-grassmann" queued_tokens_per_s) qn=$(field "$R/gflow-grassmann-nograph" queued_tokens_per_s)
+    if [ -n "$qg" ] && [ -n "$qn" ]; then
+      echo "- gflow GrassmannLM (FP32) queued steps: $qg tokens/s with CUDA graphs, $qn without" \
+           "($(awk -v a="$qg" -v b="$qn" 'BEGIN { printf "%.2f×", a / b }')); $(grep -m1 '^cuda_graphs: ' "$R/gflow-grassmann")"
+    fi
   } >"$out/summary.md"
   cat "$out/summary.md"
   echo "=== done after $(( $(date +%s) - T0 ))s" >>"$LOG"

@@ -121,6 +121,12 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
 
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { return s->ctx.cuda ? s->ctx.cuda->n_mallocs : 0; }
 
+void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[4]) {
+    const gf_cuda_graph *g = s->graph;
+    counts[0] = g ? g->n_launched : 0, counts[1] = g ? g->n_instantiated : 0;
+    counts[2] = g ? g->n_updated : 0, counts[3] = g ? g->n_redone : 0;
+}
+
 /* ---- the phase clock ---- */
 
 struct gf_bench_clock {
@@ -129,6 +135,7 @@ struct gf_bench_clock {
     gf_task_ops wrapped;      /* the session's table while the clock runs */
     cudaEvent_t start, fwd_end, bwd_end, end;
     int forwards, marks, misplaced; /* this step's */
+    bool cuda_graph;                /* the recipe's [run] cuda_graph, put back by close */
 };
 
 static gf_bench_clock *live; /* the clock the wrapped forward and the marker report to */
@@ -168,7 +175,6 @@ gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) {
                             "device arena (the GPU training path is not complete)");
     gf_bench_clock *c = calloc(1, sizeof *c);
     if (!c) return gf_error_set(GF_E_NOMEM, "bench: out of memory");
-    s->r.run.cuda_graph = false; /* its phase events are host-visible: none may be recorded in a capture */
     cudaEvent_t *ev[4] = {&c->start, &c->fwd_end, &c->bwd_end, &c->end};
     for (int i = 0; i < 4; i++) {
         gf_status st = gf_cuda_status(cudaEventCreate(ev[i]), "cudaEventCreate", __FILE__, __LINE__);
@@ -178,6 +184,8 @@ gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) {
             return st;
         }
     }
+    c->cuda_graph = s->r.run.cuda_graph;
+    s->r.run.cuda_graph = false; /* its phase events are host-visible: none may be recorded in a capture */
     c->s = s;
     c->inner = s->task;
     c->wrapped = *s->task;
@@ -218,6 +226,7 @@ gf_status gf_bench_clock_stop(gf_bench_clock *c, double *fwd, double *bwd, doubl
 void gf_bench_clock_close(gf_bench_clock *c) {
     if (!c) return;
     c->s->task = c->inner;
+    c->s->r.run.cuda_graph = c->cuda_graph;
     cudaEventDestroy(c->start);
     cudaEventDestroy(c->fwd_end);
     cudaEventDestroy(c->bwd_end);
@@ -238,6 +247,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
     return no_cuda();
 }
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { (void)s; return 0; }
+void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[4]) { (void)s; memset(counts, 0, 4 * sizeof counts[0]); }
 gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) { (void)s; *out = NULL; return no_cuda(); }
 gf_status gf_bench_clock_start(gf_bench_clock *c) { (void)c; return no_cuda(); }
 gf_status gf_bench_clock_stop(gf_bench_clock *c, double *fwd, double *bwd, double *upd) {

@@ -50,6 +50,12 @@ typedef struct bench_times {
     int64_t mallocs, dev_mallocs;
 } bench_times;
 
+/* GPU: the steps queued as the trainer queues them (time_queued) */
+typedef struct bench_queued {
+    double wall;
+    int64_t graphs0[4], graphs1[4]; /* gf_bench_gpu_graphs before and after */
+} bench_queued;
+
 enum { O_STEPS = 1, O_WARMUP, O_THREADS, O_SEQ_LEN, O_BATCH, O_SET, O_NO_PROFILE, O_PEAK_N, O_TF32, O_GENERATE,
        O_N, O_RECOMPUTE_MAX };
 static const gf_cli_opt k_opts[] = {
@@ -77,7 +83,9 @@ static const gf_cli_spec k_spec = {
     "  peak RSS.\n"
     "  With --set run.device=cuda: phases timed by CUDA events, MFU against cublasSgemm N^3\n"
     "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
-    "  GPU and its driver named, device memory; no op-family split.\n"
+    "  GPU and its driver named, device memory; no op-family split. Then --steps more steps\n"
+    "  pushed as `gflow train` pushes them (no wait per step, CUDA graphs unless\n"
+    "  run.cuda_graph=false): queued tokens/s and the graphs launched, instantiated, updated.\n"
     "  With --generate: prefill tokens/s, decode ms per step and tokens/s, and decoder state\n"
     "  memory at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the\n"
     "  other one at the same shape (random weights); N streams decoded as one batch; today's\n"
@@ -200,8 +208,31 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     return GF_OK;
 }
 
+/* GPU: --steps more steps pushed as `gflow train` pushes them (no wait per step, each a CUDA graph
+ * under [run] cuda_graph, the records read back every GF_STEP_RING steps and after the last): the
+ * wall time from the first push to the last read-back, and the graph counts over those steps */
+static gf_status time_queued(gf_session *s, const bench_opts *o, int64_t B, gf_adamw_state *opt,
+                             const gf_adamw_cfg *acfg, double lr, bench_queued *q) {
+    gf_step_in in = {.rows = B, .lo = 0, .n = B, .lr = lr, .clip = s->r.optim.clip > 0 ? s->r.optim.clip : 1.0,
+                     .defer = 1};
+    gf_step_out outs[GF_STEP_RING], out;
+    int n = 0;
+    s->ctx.profile = 0;
+    gf_bench_gpu_graphs(s, q->graphs0);
+    double t0 = gf_time_now();
+    for (int64_t it = 0; it < o->steps; it++) {
+        GF_TRY(s->task->random_batch(s, B, &s->rng));
+        GF_TRY(gf_train_step(s, opt, acfg, &in, &out));
+        if (gf_train_pending(s) == GF_STEP_RING) GF_TRY(gf_train_flush(s, opt, outs, &n));
+    }
+    GF_TRY(gf_train_flush(s, opt, outs, &n));
+    q->wall = gf_time_now() - t0;
+    gf_bench_gpu_graphs(s, q->graphs1);
+    return GF_OK;
+}
+
 static gf_status report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
-                        double comm, double rss_mb, double peak, const gf_bench_gpu *gpu) {
+                        double comm, double rss_mb, double peak, const gf_bench_gpu *gpu, const bench_queued *q) {
     int world = gf_dist_size();
     int64_t L = gf_session_tokens_per_row(s), Bg = B * world, steps = o->steps;
     const gf_params *P = s->params;
@@ -221,6 +252,19 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
     int prec = gpu ? 3 : 1;
     printf("ms_per_step: %.*f\n", prec, 1e3 * per);
     if (gpu) printf("host_ms_per_step: %.3f (the host's wall time in gf_train_step)\n", 1e3 * bt->host / (double)steps);
+    if (q) {
+        const int64_t *a = q->graphs0, *b = q->graphs1;
+        printf("queued_tokens_per_s: %.1f\n", tok * (double)steps / q->wall);
+        printf("queued_ms_per_step: %.3f (%lld more steps pushed as gflow train pushes them: no wait per step, the "
+               "records read back every %d steps and after the last)\n", 1e3 * q->wall / (double)steps,
+               (long long)steps, GF_STEP_RING);
+        if (s->r.run.cuda_graph)
+            printf("cuda_graphs: %lld launched, %lld instantiated, %lld updated in place, %lld captures dropped and "
+                   "run uncaptured (in the queued steps)\n", (long long)(b[0] - a[0]), (long long)(b[1] - a[1]),
+                   (long long)(b[2] - a[2]), (long long)(b[3] - a[3]));
+        else
+            printf("cuda_graphs: off ([run] cuda_graph = false)\n");
+    }
     printf("cpu_ms_per_step: %.*f\n", prec, 1e3 * bt->cpu / (double)steps);
     printf("ms_forward: %.*f\n", prec, 1e3 * bt->fwd / (double)steps);
     printf("ms_backward: %.*f\n", prec, 1e3 * bt->bwd / (double)steps);
@@ -285,6 +329,8 @@ static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double pea
     gf_status st = time_steps(s, o, B, &opt, &acfg, scfg.lr, clock, &bt);
     gf_bench_clock_close(clock);
     GF_TRY(st);
+    bench_queued queued = {0};
+    if (gpu) GF_TRY(time_queued(s, o, B, &opt, &acfg, scfg.lr, &queued));
     int world = gf_dist_size();
     double per = (bt.fwd + bt.bwd + bt.upd) / (double)o->steps, comm = bt.comm;
     double rss_mb = (double)peak_rss_kib() / 1024.0;
@@ -293,7 +339,7 @@ static gf_status bench(gf_session *s, const bench_opts *o, int64_t B, double pea
         GF_TRY(gf_dist_sum_f64(red, 3));
         per = red[0] / world, comm = red[1] / world, rss_mb = red[2];
     }
-    if (gf_dist_rank() == 0) GF_TRY(report(s, o, &bt, B, per, comm, rss_mb, peak, gpu));
+    if (gf_dist_rank() == 0) GF_TRY(report(s, o, &bt, B, per, comm, rss_mb, peak, gpu, gpu ? &queued : NULL));
     return GF_OK;
 }
 

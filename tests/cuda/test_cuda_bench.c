@@ -8,8 +8,8 @@
  * its argument checks; after a TF32 measurement the handle computes in FP32 again (a linear op
  * agrees with the CPU's to 1e-4, which TF32's 10-bit mantissa does not reach at K = 512); and,
  * once the GPU training path is complete, a short bench on the GPU prints its fields: the GPU,
- * phases timed by CUDA events (each > 0), the cuBLAS peaks, device memory, and no cudaMalloc of
- * the device step arena in the timed steps. Until then the same bench must end with the
+ * phases timed by CUDA events (each > 0), the cuBLAS peaks, device memory, no cudaMalloc of
+ * the device step arena in the timed steps, and the queued steps' rate, each launched as a graph. Until then the same bench must end with the
  * session's one-line error.
  */
 #include "cuda_check.h"
@@ -132,7 +132,7 @@ GF_TEST(cuda, bench_on_gpu) {
             GF_CHECK(strstr(out, lines[i]) != NULL, "no '%s' in:\n%s", lines[i] + (lines[i][0] == '\n'), text);
         static const char *positive[] = {"tokens_per_s", "ms_per_step", "ms_forward", "ms_backward", "ms_optimizer",
                                          "sgemm_peak_gflops", "sgemm_peak_tf32_gflops", "mfu_pct", "device_taken_mb",
-                                         "device_arena_mb"};
+                                         "device_arena_mb", "queued_tokens_per_s", "queued_ms_per_step"};
         for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
             GF_CHECK(field(out, positive[i]) > 0, "%s: %g", positive[i], field(out, positive[i]));
         /* the phases add up to the step (each printed to 3 decimals) */
@@ -140,6 +140,9 @@ GF_TEST(cuda, bench_on_gpu) {
         GF_CHECK(fabs(sum - field(out, "ms_per_step")) <= 0.002, "phases %g ms, step %g ms", sum,
                  field(out, "ms_per_step"));
         GF_CHECK(field(out, "device_arena_mallocs_timed") == 0, "device arena grew in the timed steps:\n%s", text);
+        /* the 3 queued steps, after 5 that sized the arena and the staging: each one graph */
+        GF_CHECK(strstr(out, "\ncuda_graphs: 3 launched, ") && strstr(out, ", 0 captures dropped"),
+                 "queued steps not launched as graphs:\n%s", text);
     }
     free(out);
 }
