@@ -198,14 +198,17 @@ const char *gf_gemm_bf16_path_on(gf_device device) {
 
 const char *gf_gemm_bf16_path(void) {
     const char *force = getenv("GF_GEMM_BF16");
-    if (force && !strcmp(force, "blas")) return "OpenBLAS on bf16-rounded inputs (GF_GEMM_BF16=blas)";
+    if (force && !strcmp(force, "blas")) return "OpenBLAS on bf16-rounded inputs (GF_GEMM_BF16=blas): no faster than fp32";
 #ifdef GF_HAVE_DNNL
     static char buf[160];
     if (dnnl_usable()) {
         const dnnl_version_t *v = dnnl_version();
         dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        /* without AMX, oneDNN 2.6's bf16 products lost to OpenBLAS's fp32 ones (docs/performance.md) */
         snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
-                 (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx ? "AMX-BF16" : "AVX512-BF16");
+                 (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx
+                     ? "AMX-BF16"
+                     : "AVX512-BF16 without AMX: slower than fp32 where measured, 0.8x");
         return buf;
     }
     return "OpenBLAS on bf16-rounded inputs (this CPU has no bf16 arithmetic that oneDNN uses: no faster than fp32)";

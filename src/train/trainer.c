@@ -725,6 +725,9 @@ gf_status gf_train_run(const gf_recipe *r, const gf_train_opts *o, int *interrup
     if (!status && t->log)
         fprintf(stderr, "model: %s (%s), %lld parameters\n", gf_family_name(r->model.family),
                 gf_block_name(r->model.block), (long long)t->s.params->n);
+    /* bf16: where its products run, and whether they can be faster than fp32 here */
+    if (!status && t->log && r->run.precision == GF_PREC_BF16)
+        fprintf(stderr, "precision: bf16 products (%s)\n", gf_gemm_bf16_path_on(r->run.device));
     if (!status) status = run(t, o, interrupted);
     if (t->metrics) fclose(t->metrics);
     if (t->speed) fclose(t->speed);

@@ -3,7 +3,7 @@
  * the file and both sha256; a run killed before its first checkpoint starts again through
  * --resume and ends as an uninterrupted run; metrics.tsv evaluates each step once, in step
  * order, with a test row whose step and epoch are the best checkpoint's; a run whose recipe
- * predates a key resumes as often as needed. */
+ * predates a key resumes as often as needed; a bf16 run names where its products run (issue 34). */
 #include "gf_test.h"
 #include "gflow/checkpoint.h"
 #include "gflow/data.h"
@@ -349,4 +349,39 @@ GF_TEST(smoke, rel_commands_open_cuda_checkpoint_on_cpu) {
         GF_CHECK(res.exit_code == 0, "gflow %s on a device = cuda checkpoint: exit %d, stderr: %s", cmds[i][0],
                  res.exit_code, res.err);
     }
+}
+
+/* Issue 34: a bf16 run says in one line where its products run and, on a CPU where they cannot be
+ * faster (here forced: GF_GEMM_BF16=blas, the path of a CPU without bf16 arithmetic), that they
+ * are no faster than fp32; summary.tsv records the same path. An fp32 run prints no such line. */
+GF_TEST(smoke, rel_bf16_run_says_where_its_products_run) {
+    const char *prec[] = {"run.precision=bf16", "run.precision=fp32"};
+    const char *names[] = {"run.name=prec16", "run.name=prec32"};
+    setenv("GF_GEMM_BF16", "blas", 1);
+    for (int c = 0; c < 2; c++) {
+        const char *a[] = {"train", rel_base_recipe(), "--overwrite", "--set", names[c], "--set", prec[c], "--set",
+                           "train.max_steps=2", "--set", "train.eval_every=0", NULL};
+        rel_result res;
+        rel_gflow(&res, 0, a);
+        GF_REQUIRE(res.exit_code == 0, "%s: exit %d: %s", prec[c], res.exit_code, res.err);
+        const char *line = strstr(res.err, "\nprecision: ");
+        char d[800], p[900];
+        dir_of(d, sizeof d, names[c] + strlen("run.name="));
+        snprintf(p, sizeof p, "%s/summary.tsv", d);
+        size_t n = 0;
+        char *sum = gf_test_slurp(p, &n);
+        GF_REQUIRE(sum, "no %s", p);
+        if (c == 0) {
+            const char *want = "\nprecision: bf16 products (OpenBLAS on bf16-rounded inputs";
+            const char *eol = line ? strchr(line + 1, '\n') : NULL;
+            GF_CHECK(line && eol && !strncmp(line, want, strlen(want)) && eol - line > 20 && !strncmp(eol - 20, "no faster than fp32)", 20),
+                     "no bf16 line in:\n%s", res.err);
+            GF_CHECK(strstr(sum, "\nprecision\tbf16 (OpenBLAS on bf16-rounded inputs") != NULL, "summary.tsv:\n%s", sum);
+        } else {
+            GF_CHECK(!line, "an fp32 run printed a precision line:\n%s", res.err);
+            GF_CHECK(strstr(sum, "\nprecision\tfp32\n") != NULL, "summary.tsv:\n%s", sum);
+        }
+        free(sum);
+    }
+    unsetenv("GF_GEMM_BF16");
 }
