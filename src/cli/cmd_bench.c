@@ -168,6 +168,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     return -1;
 }
 
+/* a bench step: this rank's B rows of the global batch; the norm always paid for (a clip of 1
+ * where the recipe has none); defer: left on the device, as gflow train queues GPU steps */
+static gf_step_in bench_step_in(const gf_session *s, int64_t B, double lr, int defer) {
+    return (gf_step_in){.rows = B * gf_dist_size(), .lo = 0, .n = B, .lr = lr,
+                        .clip = s->r.optim.clip > 0 ? s->r.optim.clip : 1.0, .defer = defer};
+}
+
 /* --warmup untimed then --steps timed training steps of this rank's B rows of random ids */
 static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_adamw_state *opt,
                             const gf_adamw_cfg *acfg, double lr, gf_bench_clock *clock, bench_times *bt) {
@@ -175,9 +182,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     double cpu0 = 0;
     long flt0 = 0;
     int64_t mallocs_before = 0, dev_mallocs_before = 0;
-    /* always pay for the norm */
-    gf_step_in in = {.rows = B * gf_dist_size(), .lo = 0, .n = B, .lr = lr,
-                     .clip = s->r.optim.clip > 0 ? s->r.optim.clip : 1.0};
+    gf_step_in in = bench_step_in(s, B, lr, 0);
     for (int64_t it = 0; it < o->warmup + o->steps; it++) {
         int timed = it >= o->warmup;
         if (it == o->warmup) {
@@ -213,8 +218,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
  * wall time from the first push to the last read-back, and the graph counts over those steps */
 static gf_status time_queued(gf_session *s, const bench_opts *o, int64_t B, gf_adamw_state *opt,
                              const gf_adamw_cfg *acfg, double lr, bench_queued *q) {
-    gf_step_in in = {.rows = B, .lo = 0, .n = B, .lr = lr, .clip = s->r.optim.clip > 0 ? s->r.optim.clip : 1.0,
-                     .defer = 1};
+    gf_step_in in = bench_step_in(s, B, lr, 1);
     gf_step_out outs[GF_STEP_RING], out;
     int n = 0;
     s->ctx.profile = 0;
