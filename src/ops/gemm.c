@@ -149,32 +149,48 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
               (int)(sizeof dn.cache / sizeof dn.cache[0]));
     mm_prim *p = &dn.cache[dn.n];
-    dnnl_memory_desc_t ma, mb, mc;
     /* the packed copies keep the stored layout: a transposed operand is the other stride order */
     dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sc = {ldc, 1};
     dnnl_dims_t sa = {ta ? 1 : K, ta ? M : 1}, sb = {tb ? 1 : N, tb ? K : 1};
-    DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
-    DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
-    DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
-    dnnl_matmul_desc_t md;
-    DN_TRY(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
     dnnl_primitive_attr_t attr;
     DN_TRY(dnnl_primitive_attr_create(&attr));
     if (acc) { /* C += A·B: the sum post-op reads C before the product is added */
         dnnl_post_ops_t po;
         DN_TRY(dnnl_post_ops_create(&po));
+#if DNNL_VERSION_MAJOR >= 3
+        DN_TRY(dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef));
+#else
         DN_TRY(dnnl_post_ops_append_sum(po, 1.0f));
+#endif
         DN_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
         dnnl_post_ops_destroy(po);
     }
     dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3 /* descriptors are opaque handles, the matmul's made in one call */
+    dnnl_memory_desc_t ma, mb, mc;
+    DN_TRY(dnnl_memory_desc_create_with_strides(&ma, 2, da, dnnl_bf16, sa));
+    DN_TRY(dnnl_memory_desc_create_with_strides(&mb, 2, db, dnnl_bf16, sb));
+    DN_TRY(dnnl_memory_desc_create_with_strides(&mc, 2, dc, dnnl_f32, sc));
+    DN_TRY(dnnl_matmul_primitive_desc_create(&pd, dn.eng, ma, mb, NULL, mc, attr));
+    DN_TRY(dnnl_memory_create(&p->a, ma, dn.eng, DNNL_MEMORY_NONE));
+    DN_TRY(dnnl_memory_create(&p->b, mb, dn.eng, DNNL_MEMORY_NONE));
+    DN_TRY(dnnl_memory_create(&p->c, mc, dn.eng, DNNL_MEMORY_NONE));
+    dnnl_memory_desc_destroy(ma), dnnl_memory_desc_destroy(mb), dnnl_memory_desc_destroy(mc);
+#else
+    dnnl_memory_desc_t ma, mb, mc;
+    DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
+    DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
+    DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
+    dnnl_matmul_desc_t md;
+    DN_TRY(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
     DN_TRY(dnnl_primitive_desc_create(&pd, &md, attr, dn.eng, NULL));
-    dnnl_primitive_attr_destroy(attr);
-    DN_TRY(dnnl_primitive_create(&p->prim, pd));
-    dnnl_primitive_desc_destroy(pd);
     DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
+#endif
+    dnnl_primitive_attr_destroy(attr);
+    DN_TRY(dnnl_primitive_create(&p->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
     p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->ta = ta, p->tb = tb, p->acc = acc;
     dn.n++;
     return p;
@@ -223,7 +239,10 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
     const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef GF_HAVE_DNNL
-    if (dnnl_usable()) {
+    /* oneDNN 3.7 writes an (M, 1) output with a row stride > 1 as if dense, past column 0
+     * (unit/gemm_bf16_*: N 1, ldc 4); such a matrix-vector product takes OpenBLAS's path */
+    const int dnnl_shape_ok = DNNL_VERSION_MAJOR < 3 || N > 1 || ldc == 1;
+    if (dnnl_shape_ok && dnnl_usable()) {
         const uint16_t *a = A16 ? A16 : pack_a(ctx, A, ar, ac, lda, 0); // (ar, ac) bf16
         const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
         mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tools/build_onednn.sh — build oneDNN 3.7.2 from Debian's source package (trixie's onednn, whose
+# binary package needs a newer libc than Debian 12's) into a prefix, for a gflow build that takes
+# its bf16 products from it instead of Debian 12's libdnnl-dev 2.6.3 (docs/performance.md, "oneDNN
+# 3.7"). Only the matmul and reorder primitives, the CPU, OpenMP threads: ~30 minutes on 2 cores.
+#   tools/build_onednn.sh [PREFIX]        default PREFIX: ../onednn-3.7 (beside the clone)
+# then: tools/setup.sh build-dnnl3 --buildtype=release -Donednn_dir=PREFIX
+# Needs cmake and the Debian archive (deb.debian.org, or DEBIAN_MIRROR). Safe to re-run: a prefix
+# that holds the library already is left as it is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=${1:-../onednn-3.7}
+mkdir -p "$prefix"
+prefix=$(cd "$prefix" && pwd)
+ver=3.7.2
+tarball=onednn_${ver}+ds.orig.tar.xz
+sha=0cc51ca26c1af6a2bb1e71e378e7046f3ceb3e71791ee9d4e246d50f904a6ea6   # trixie's Sources, 3.7.2+ds-2
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+if [ -f "$prefix/lib/libdnnl.so" ] && [ -f "$prefix/include/oneapi/dnnl/dnnl.h" ]; then
+  echo "build_onednn: $prefix holds oneDNN already (remove it to rebuild)" >&2
+  exit 0
+fi
+command -v cmake >/dev/null || { echo "build_onednn: needs cmake (apt-get install cmake)" >&2; exit 1; }
+command -v ninja >/dev/null || { echo "build_onednn: needs ninja (apt-get install ninja-build)" >&2; exit 1; }
+
+work=$(mktemp -d "$prefix/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "build_onednn: fetching $mirror/pool/main/o/onednn/$tarball" >&2
+curl -fsS -m 600 -o "$work/$tarball" "$mirror/pool/main/o/onednn/$tarball" ||
+  { echo "build_onednn: could not fetch $tarball from $mirror" >&2; exit 1; }
+echo "$sha  $work/$tarball" | sha256sum -c --quiet - ||
+  { echo "build_onednn: $tarball does not have the sha256 of Debian's 3.7.2+ds-2" >&2; exit 1; }
+tar -C "$work" -xf "$work/$tarball"
+src=$work/oneDNN-$ver
+cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
+  -DCMAKE_INSTALL_LIBDIR=lib -DDNNL_BUILD_EXAMPLES=OFF -DDNNL_BUILD_TESTS=OFF -DONEDNN_BUILD_GRAPH=OFF \
+  -DDNNL_ENABLE_PRIMITIVE="MATMUL;REORDER" -DDNNL_CPU_RUNTIME=OMP -DDNNL_ENABLE_WORKLOAD=TRAINING >/dev/null
+echo "build_onednn: building (matmul and reorder only; ~30 minutes on 2 cores)" >&2
+ninja -C "$work/build" >/dev/null
+ninja -C "$work/build" install >/dev/null
+echo "build_onednn: installed oneDNN $ver in $prefix" >&2
+echo "build_onednn: next: tools/setup.sh build-dnnl3 --buildtype=release -Donednn_dir=$prefix" >&2
