@@ -3,7 +3,8 @@
  * the file and both sha256; a run killed before its first checkpoint starts again through
  * --resume and ends as an uninterrupted run; metrics.tsv evaluates each step once, in step
  * order, with a test row whose step and epoch are the best checkpoint's; a run whose recipe
- * predates a key resumes as often as needed; a bf16 run names where its products run (issue 34). */
+ * predates a key resumes as often as needed; a bf16 run names where its products run (issue 34);
+ * `gflow eval` on a split that changed since the checkpoint warns, naming the file and both sha256. */
 #include "gf_test.h"
 #include "gflow/checkpoint.h"
 #include "gflow/data.h"
@@ -79,6 +80,17 @@ GF_TEST(smoke, rel_resume_refuses_changed_data) {
                  strstr(res.err, after) && strstr(res.err, "--allow-data-change"),
              "resume on changed data: exit %d, stderr: %s", res.exit_code, res.err);
     GF_CHECK(rel_files_equal(ck, ckeep) && rel_files_equal(met, mkeep), "the run directory changed");
+    /* eval on the changed split evaluates it, with one warning naming the file and both sha256;
+     * on the unchanged test split, none */
+    const char *ev[] = {"eval", d, "--ckpt", "last", "--split", "valid", NULL};
+    rel_gflow(&res, 0, ev);
+    GF_CHECK(res.exit_code == 0 && res.err_lines == 1 && strstr(res.err, "warning") && strstr(res.err, valid) &&
+                 strstr(res.err, before) && strstr(res.err, after),
+             "eval on a changed split: exit %d, stderr: %s", res.exit_code, res.err);
+    const char *et[] = {"eval", d, "--ckpt", "last", "--split", "test", NULL};
+    rel_gflow(&res, 0, et);
+    GF_CHECK(res.exit_code == 0 && res.err_lines == 0,
+             "eval on an unchanged split: exit %d, stderr: %s", res.exit_code, res.err);
     const char *ra[] = {"train", "--resume", d, "--stop-after", "15", "--allow-data-change", NULL};
     rel_gflow(&res, 0, ra);
     GF_CHECK((res.exit_code == 0 || res.exit_code == 130) && strstr(res.err, "warning") && strstr(res.err, valid),
