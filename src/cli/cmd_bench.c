@@ -52,7 +52,7 @@ typedef struct bench_times {
 
 /* GPU: the steps queued as the trainer queues them (time_queued) */
 typedef struct bench_queued {
-    double wall;
+    double wall, host; /* from the first push to the last read-back; of it, in gf_train_step */
     int64_t graphs0[4], graphs1[4]; /* gf_bench_gpu_graphs before and after */
 } bench_queued;
 
@@ -85,7 +85,8 @@ static const gf_cli_spec k_spec = {
     "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
     "  GPU and its driver named, device memory; no op-family split. Then --steps more steps\n"
     "  pushed as `gflow train` pushes them (no wait per step, CUDA graphs unless\n"
-    "  run.cuda_graph=false): queued tokens/s and the graphs launched, instantiated, updated.\n"
+    "  run.cuda_graph=false): queued tokens/s, the host's ms per queued step, and the graphs\n"
+    "  launched, instantiated, updated.\n"
     "  With --generate: prefill tokens/s, decode ms per step and tokens/s, and decoder state\n"
     "  memory at contexts 16, 32, ... up to the model's max_len, for the recipe's family and the\n"
     "  other one at the same shape (random weights); N streams decoded as one batch; today's\n"
@@ -226,7 +227,9 @@ static gf_status time_queued(gf_session *s, const bench_opts *o, int64_t B, gf_a
     double t0 = gf_time_now();
     for (int64_t it = 0; it < o->steps; it++) {
         GF_TRY(s->task->random_batch(s, B, &s->rng));
+        const double h0 = gf_time_now();
         GF_TRY(gf_train_step(s, opt, acfg, &in, &out));
+        q->host += gf_time_now() - h0;
         if (gf_train_pending(s) == GF_STEP_RING) GF_TRY(gf_train_flush(s, opt, outs, &n));
     }
     GF_TRY(gf_train_flush(s, opt, outs, &n));
@@ -262,6 +265,11 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
         printf("queued_ms_per_step: %.3f (%lld more steps pushed as gflow train pushes them: no wait per step, the "
                "records read back every %d steps and after the last)\n", 1e3 * q->wall / (double)steps,
                (long long)steps, GF_STEP_RING);
+        /* the host's pass (tape, ops' host work, capture and graph update) against the GPU's:
+         * as long as a queued step, it is what limits it (docs/cuda.md, "Next slices") */
+        printf("queued_host_ms_per_step: %.3f (the host's time pushing one of them: its forward and backward pass, "
+               "the capture and the graph update; the GPU waits for the host when this is as long as "
+               "queued_ms_per_step)\n", 1e3 * q->host / (double)steps);
         if (s->r.run.cuda_graph)
             printf("cuda_graphs: %lld launched, %lld instantiated, %lld updated in place, %lld captures dropped and "
                    "run uncaptured (in the queued steps)\n", (long long)(b[0] - a[0]), (long long)(b[1] - a[1]),

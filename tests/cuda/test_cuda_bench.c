@@ -143,6 +143,9 @@ GF_TEST(cuda, bench_on_gpu) {
         /* the 3 queued steps, after 5 that sized the arena and the staging: each one graph */
         GF_CHECK(strstr(out, "\ncuda_graphs: 3 launched, ") && strstr(out, ", 0 captures dropped"),
                  "queued steps not launched as graphs:\n%s", text);
+        /* the host's share of the queued steps: part of their wall time */
+        const double qh = field(out, "queued_host_ms_per_step"), qw = field(out, "queued_ms_per_step");
+        GF_CHECK(qh > 0 && qh <= qw, "queued_host_ms_per_step %g, queued_ms_per_step %g", qh, qw);
     }
     free(out);
 }
