@@ -74,6 +74,9 @@ gf_status gf_session_eval(gf_session *s, gf_split split, int64_t max_batches, gf
 void gf_session_close(gf_session *s);
 /* Path of a split's file per the recipe (data dir + file name). */
 void gf_session_split_path(const gf_session *s, gf_split split, char *path, size_t cap);
+/* `eval`, `probe`: one warning on stderr when the split's file is not the one checkpoint `ckpt`
+ * recorded (its sha256 differs): the numbers are then of another file than the run's. */
+void gf_session_warn_split_changed(const gf_session *s, const char *ckpt, gf_split split);
 /* `gflow export`: the weights as safetensors, with the task's format, the resolved recipe and
  * the vocabulary in the metadata (tools/load_gflow.py rebuilds the PyTorch model from these). */
 gf_status gf_session_export(const gf_session *s, const char *path);

@@ -97,6 +97,7 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
     p->s.ctx.training = 0; /* no dropout anywhere in the probes */
     p->L = r.data.seq_len;
     if (windows <= 0) return GF_OK;
+    gf_session_warn_split_changed(&p->s, p->ckpt, GF_SPLIT_VALID);
     GF_TRY(gf_session_load_split(&p->s, GF_SPLIT_VALID, o->log));
     gf_lm_loader *ld = NULL;
     const gf_ids *ids = gf_session_tokens(&p->s, GF_SPLIT_VALID);
