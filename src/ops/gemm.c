@@ -124,7 +124,7 @@ static int dnnl_usable(void) {
     if (!dn.tried) {
         dn.tried = 1;
         dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-        /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7) include its bits */
+        /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7 in 2.x, 0xfef in 3.x) include its bits */
         if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 &&
             dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success &&
             dnnl_stream_create(&dn.strm, dn.eng, dnnl_stream_default_flags) == dnnl_success)
