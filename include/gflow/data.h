@@ -48,6 +48,7 @@ typedef enum gf_dataset { GF_DS_WIKITEXT2 = 0, GF_DS_SNLI = 1 } gf_dataset;
 typedef enum gf_split { GF_SPLIT_TRAIN = 0, GF_SPLIT_VALID = 1, GF_SPLIT_TEST = 2 } gf_split;
 
 gf_status gf_split_parse(const char *s, gf_split *out);      /* "train" | "valid"/"dev" | "test" */
+const char *gf_split_name(gf_split split);                   /* "train", "valid", "test": recipe keys, checkpoint roles */
 /* Recorded sha256 (the same table as datasets/fetch.sh) for a file's base
  * name, e.g. "wiki.valid.tokens"; NULL when none is recorded. */
 const char *gf_data_known_sha256(const char *basename);

@@ -88,6 +88,10 @@ gf_status gf_data_verify(const char *path) {
     return sha ? gf_sha256_verify(path, sha) : GF_OK;
 }
 
+const char *gf_split_name(gf_split split) {
+    return split == GF_SPLIT_TRAIN ? "train" : split == GF_SPLIT_VALID ? "valid" : "test";
+}
+
 gf_status gf_split_parse(const char *s, gf_split *out) {
     if (!strcmp(s, "train")) *out = GF_SPLIT_TRAIN;
     else if (!strcmp(s, "valid") || !strcmp(s, "dev") || !strcmp(s, "validation")) *out = GF_SPLIT_VALID;

@@ -36,16 +36,15 @@ void gf_session_split_path(const gf_session *s, gf_split split, char *path, size
  * the trainer writes it; a checkpoint of an older build records none, and a missing file is
  * reported by loading it) */
 void gf_session_warn_split_changed(const gf_session *s, const char *ckpt, gf_split split) {
-    static const char *const role[] = {"train", "valid", "test"}; /* gf_split's order */
     gf_ckpt_meta m;
     gf_ckpt_meta_init(&m);
     char key[64], file[1024], now[65];
-    snprintf(key, sizeof key, "data.%s.sha256", role[split]);
+    snprintf(key, sizeof key, "data.%s.sha256", gf_split_name(split));
     gf_session_split_path(s, split, file, sizeof file);
     const char *then = gf_ckpt_peek(ckpt, &m) == GF_OK ? gf_ckpt_meta_get_kv(&m, key) : NULL;
     if (then && strlen(then) == 64 && gf_sha256_file(file, NULL, now) == GF_OK && strcmp(then, now))
         fprintf(stderr, "warning: %s: the %s split changed since %s was written (sha256 %s then, %s now): these "
-                "numbers are of the new file, not comparable with the run's own\n", file, role[split], ckpt, then, now);
+                "numbers are of the new file, not comparable with the run's own\n", file, gf_split_name(split), ckpt, then, now);
     gf_ckpt_meta_free(&m);
     gf_error_clear(); /* a checkpoint or file that cannot be read here is reported where it is loaded */
 }
@@ -58,7 +57,7 @@ static gf_status check_file(const gf_session *s, gf_split split, char *path, siz
         return gf_error_set(GF_E_NOTFOUND,
                             "%s: data file not found ([data] %s_file = %s under dir '%s'); run `gflow data fetch %s` "
                             "or set GFLOW_DATA_MIRROR to a directory that holds it",
-                            path, split == GF_SPLIT_TRAIN ? "train" : split == GF_SPLIT_VALID ? "valid" : "test",
+                            path, gf_split_name(split),
                             split_file(&s->r, split), gf_recipe_data_dir(&s->r), s->task->fetch);
     return gf_data_verify(path);
 }
