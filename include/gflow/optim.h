@@ -82,13 +82,16 @@ gf_status gf_step_queue_open(gf_step_queue **q);
 void gf_step_queue_close(gf_step_queue *q);
 /* steps pushed since the last flush (GF_STEP_RING at most) */
 int gf_step_queue_count(const gf_step_queue *q);
-/* After the step's backward, its clip (max_norm <= 0: none), check and AdamW at lr, queued on the
- * stream; loss_dev: the step's loss (one float, device memory). st->step must be what the last
- * flush left (the applied steps): the device counts on from it. stop_sticky ([train] nonfinite =
- * stop): once a step is skipped for a non-finite value, no later step of the sequence applies
- * (the CPU trainer stops there). The queue must not be full. */
-gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_state *st, const gf_adamw_cfg *cfg,
-                             double lr, double max_norm, const float *loss_dev, int stop_sticky);
+/* A step's clip (max_norm <= 0: none), check and AdamW at lr in two calls. Before the step's work
+ * (before its capture as a CUDA graph, so that a replay of the graph reads the new values):
+ * prepare copies the step's scalars into device memory, on the stream. After its backward: push
+ * queues the kernels that read them and loss_dev (the step's loss, one float in device memory).
+ * st->step must be what the last flush left (the applied steps): the device counts on from it.
+ * stop_sticky ([train] nonfinite = stop): once a step is skipped for a non-finite value, no later
+ * step of the sequence applies (the CPU trainer stops there). The queue must not be full. */
+gf_status gf_step_queue_prepare(gf_step_queue *q, const gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr,
+                                double max_norm, int stop_sticky);
+gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const float *loss_dev);
 /* Take back the last push, whose work never ran (its capture as a CUDA graph was dropped: the
  * step is pushed again, gf_cuda_graph_launch) */
 void gf_step_queue_unpush(gf_step_queue *q);

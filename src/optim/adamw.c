@@ -135,10 +135,9 @@ void gf_step_queue_close(gf_step_queue *q) {
 
 int gf_step_queue_count(const gf_step_queue *q) { return q->n; }
 
-gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_state *st, const gf_adamw_cfg *cfg,
-                             double lr, double max_norm, const float *loss_dev, int stop_sticky) {
-    GF_ASSERT(p->allocated && p->device != GF_DEV_CPU, "gf_step_queue_push: not a device block");
-    GF_ASSERT(q->n < GF_STEP_RING, "gf_step_queue_push: %d steps pushed, not flushed", q->n);
+gf_status gf_step_queue_prepare(gf_step_queue *q, const gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr,
+                                double max_norm, int stop_sticky) {
+    GF_ASSERT(q->n < GF_STEP_RING, "gf_step_queue_prepare: %d steps pushed, not flushed", q->n);
     if (q->n == 0) { /* a new sequence: its steps apply at most AdamW steps st->step + 1 .. + GF_STEP_RING */
         q->tab.t_base = st->step;
         for (int j = 1; j <= GF_STEP_RING; j++) {
@@ -148,8 +147,18 @@ gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_stat
     }
     /* the decay factors and the betas; the kernels take step_size and bc2_sqrt of the t the
      * device reaches instead (these are step st->step + 1's) */
-    const gf_adamw_scalars sc = step_scalars(st->step + 1, cfg, lr);
-    GF_TRY(gf_step_queue_push_cuda(q, p, &sc, lr, max_norm, loss_dev, stop_sticky));
+    q->host[q->n] = (gf_step_args){.tab = q->tab, .s = step_scalars(st->step + 1, cfg, lr), .lr = lr,
+                                   .max_norm = max_norm, .slot = q->n, .stop_sticky = stop_sticky};
+    GF_TRY(gf_step_queue_upload_cuda(q));
+    q->prepared = 1;
+    return GF_OK;
+}
+
+gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const float *loss_dev) {
+    GF_ASSERT(p->allocated && p->device != GF_DEV_CPU, "gf_step_queue_push: not a device block");
+    GF_ASSERT(q->prepared, "gf_step_queue_push: slot %d not prepared (gf_step_queue_prepare)", q->n);
+    GF_TRY(gf_step_queue_push_cuda(q, p, loss_dev));
+    q->prepared = 0;
     q->n++;
     return GF_OK;
 }
@@ -157,6 +166,7 @@ gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const gf_adamw_stat
 void gf_step_queue_unpush(gf_step_queue *q) {
     GF_ASSERT(q->n > 0, "gf_step_queue_unpush: nothing pushed");
     q->n--;
+    q->prepared = 0;
 }
 
 gf_status gf_step_queue_flush(gf_step_queue *q, gf_adamw_state *st, gf_step_rec *rec, int *n) {

@@ -74,14 +74,15 @@ gf_status gf_train_flush(gf_session *s, gf_adamw_state *opt, gf_step_out *outs, 
 static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                             int graph, double *t_fwd, int *redo) {
     *redo = 0;
+    /* the step's scalars into device memory before the capture: a graph reads them there */
+    GF_TRY(gf_step_queue_prepare(s->queue, opt, cfg, in->lr, in->clip, in->stop_nonfinite));
     if (graph) GF_TRY(gf_cuda_graph_begin());
     gf_params_zero_grad(s->params);
     gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
     *t_fwd = gf_time_now();
     gf_tape_backward(&s->ctx, loss);
     /* pushed before the reset: stream order keeps the loss readable until step_decide has read it */
-    gf_status st = gf_step_queue_push(s->queue, s->params, opt, cfg, in->lr, in->clip, loss->data,
-                                      in->stop_nonfinite);
+    gf_status st = gf_step_queue_push(s->queue, s->params, loss->data);
     if (graph) { /* launched before the reset, whose staging event must follow the graph's copies */
         const gf_status gs = gf_cuda_graph_launch(&s->graph, redo);
         if (!st) st = gs;

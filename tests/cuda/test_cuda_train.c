@@ -387,7 +387,8 @@ GF_TEST(cuda, step_queue_matches_device_step_bitwise) {
         clipped += maxn[s] > 0 && isfinite(want[queued].grad_norm) && maxn[s] / (want[queued].grad_norm + 1e-6) < 1;
         queued++;
         GF_REQUIRE_OK(gf_cuda_upload(loss_dev + s, &loss, sizeof loss));
-        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, &sq, &cfg, lrs[s], maxn[s], loss_dev + s, 0));
+        GF_REQUIRE_OK(gf_step_queue_prepare(queue, &sq, &cfg, lrs[s], maxn[s], 0));
+        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, loss_dev + s));
         GF_CHECK(gf_step_queue_count(queue) == queued, "step %d: %d queued", s + 1, gf_step_queue_count(queue));
         if (s != 4 && s != 8 && s != S - 1) continue;
         GF_REQUIRE_OK(gf_step_queue_flush(queue, &sq, got, &n));
@@ -413,7 +414,8 @@ GF_TEST(cuda, step_queue_matches_device_step_bitwise) {
         if (s == 1) want[queued].bad = nan_at + 5;
         queued++;
         GF_REQUIRE_OK(gf_cuda_upload(loss_dev + S + s, &loss, sizeof loss));
-        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, &sq, &cfg, 1e-3, 1.0, loss_dev + S + s, 1));
+        GF_REQUIRE_OK(gf_step_queue_prepare(queue, &sq, &cfg, 1e-3, 1.0, 1));
+        GF_REQUIRE_OK(gf_step_queue_push(queue, &q, loss_dev + S + s));
         if (s != 3 && s != 5) continue;
         GF_REQUIRE_OK(gf_step_queue_flush(queue, &sq, got, &n));
         GF_REQUIRE(n == queued, "stop: %d records for %d steps", n, queued);

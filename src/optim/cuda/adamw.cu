@@ -10,8 +10,8 @@
  *     m' = b1·m + (1-b1)·g                v' = b2·v + ((1-b2)·g)·g
  *     data = w - step_size·(m' / (sqrt(v')/sqrt(bc2) + eps))
  * The scalars come from the host, computed in double and rounded to float as the CPU does; or,
- * in a pushed step (gf_step_queue_push, gflow/optim.h), step_size and sqrt(bc2) from the step
- * kernel below, in device memory. With the same inputs, every element gets the CPU's bits.
+ * in a pushed step (gf_step_queue_push, gflow/optim.h), from device memory: the decay factors
+ * and betas from the step's gf_step_args, step_size and sqrt(bc2) from the step kernel below. With the same inputs, every element gets the CPU's bits.
  * Elements are independent: no reduction, deterministic.
  * Scale (clipping): grad·c per element, a grid-stride loop (c the device's in a pushed step).
  * step_decide: one thread, gf_clip_grad's and the trainer's decisions of a pushed step from Σg²
@@ -30,9 +30,11 @@ static_assert(GF_CUDA_STAGES == GF_STEP_RING + 1, "GF_CUDA_STAGES: one staging b
 
 __global__ static void adamw_chunks(float *__restrict__ data, const float *__restrict__ grad, float *__restrict__ m,
                                     float *__restrict__ v, const gf_param_chunk *__restrict__ chunks,
-                                    gf_adamw_scalars s, const gf_step_dev *__restrict__ dev) {
+                                    gf_adamw_scalars s, const gf_step_dev *__restrict__ dev,
+                                    const gf_step_args *__restrict__ args) {
     if (dev) { /* a pushed step: every thread reads the same flag, so all return or none */
         if (dev->skip) return;
+        s = args->s;
         s.step_size = dev->step_size;
         s.bc2_sqrt = dev->bc2_sqrt;
     }
@@ -65,7 +67,8 @@ extern "C" void gf_adamw_step_cuda(gf_params *p, const gf_adamw_scalars *s) {
     GF_ASSERT(p->n_chunks <= 0x7fffffff, "gf_adamw_step_cuda: %lld chunks", (long long)p->n_chunks);
     if (p->n_chunks == 0) return;
     adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, gf_cuda_stream()>>>(p->data, p->grad, p->m, p->v,
-                                                                                 p->chunks, *s, (const gf_step_dev *)NULL);
+                                                                                 p->chunks, *s, (const gf_step_dev *)NULL,
+                                                                                 (const gf_step_args *)NULL);
     GF_CUDA_LAUNCHED("adamw_chunks");
 }
 
@@ -88,29 +91,29 @@ extern "C" void gf_adamw_reset_cuda(gf_params *p) {
 
 /* slot 0 starts a sequence: the applied count from the host's, no sticky stop yet */
 __global__ static void step_decide(gf_step_dev *__restrict__ d, const float *__restrict__ loss,
-                                   gf_step_rec *__restrict__ ring, int slot, gf_step_tab tab, double lr,
-                                   double max_norm, int stop_sticky) {
+                                   gf_step_rec *__restrict__ ring, const gf_step_args *__restrict__ a) {
+    const int slot = a->slot;
     if (slot == 0) {
-        d->t = tab.t_base;
+        d->t = a->tab.t_base;
         d->stopped = 0;
     }
     const float L = *loss;
     const double norm = sqrt(d->sumsq);
     const int bad = !isfinite(L) || !isfinite(norm);
     const int skip = bad || d->stopped;
-    if (bad && stop_sticky) d->stopped = 1;
+    if (bad && a->stop_sticky) d->stopped = 1;
     d->skip = skip;
     d->find = isfinite(L) && !isfinite(norm); /* gf_train_step names "the loss" before a gradient */
     d->clip = 0;
-    if (max_norm > 0.0 && isfinite(norm)) { /* gf_clip_grad: only a coefficient below 1 scales */
-        const double coef = max_norm / (norm + 1e-6);
+    if (a->max_norm > 0.0 && isfinite(norm)) { /* gf_clip_grad: only a coefficient below 1 scales */
+        const double coef = a->max_norm / (norm + 1e-6);
         d->clip = coef < 1.0;
         if (d->clip) d->coef = (float)coef; /* only then: a float holds it */
     }
     if (!skip) {
         const int64_t t = ++d->t;
-        d->step_size = (float)(lr / tab.bc1[t - tab.t_base]);
-        d->bc2_sqrt = tab.bc2_sqrt[t - tab.t_base];
+        d->step_size = (float)(a->lr / a->tab.bc1[t - a->tab.t_base]);
+        d->bc2_sqrt = a->tab.bc2_sqrt[t - a->tab.t_base];
     }
     gf_step_rec r;
     r.grad_norm = norm;
@@ -120,36 +123,55 @@ __global__ static void step_decide(gf_step_dev *__restrict__ d, const float *__r
     ring[slot] = r;
 }
 
+/* the search's index into the step's record (the search writes d->bad, at an address that does
+ * not depend on the slot) */
+__global__ static void step_bad(const gf_step_dev *__restrict__ d, gf_step_rec *__restrict__ ring,
+                                const gf_step_args *__restrict__ a) {
+    if (d->find) ring[a->slot].bad = d->bad;
+}
+
 extern "C" gf_status gf_step_queue_alloc_cuda(gf_step_queue *q) {
-    GF_TRY(gf_cuda_malloc((void **)&q->dev, sizeof *q->dev));
-    const gf_status st = gf_cuda_malloc((void **)&q->ring, GF_STEP_RING * sizeof *q->ring);
-    if (st) {
-        gf_cuda_free(q->dev);
-        q->dev = NULL;
-    }
+    gf_status st = gf_cuda_malloc((void **)&q->dev, sizeof *q->dev);
+    if (!st) st = gf_cuda_malloc((void **)&q->ring, GF_STEP_RING * sizeof *q->ring);
+    if (!st) st = gf_cuda_malloc((void **)&q->args, sizeof *q->args);
+    if (!st) st = gf_cuda_status(cudaHostAlloc((void **)&q->host, GF_STEP_RING * sizeof *q->host, cudaHostAllocDefault),
+                                 "cudaHostAlloc(&q->host)", __FILE__, __LINE__);
+    if (st) gf_step_queue_free_cuda(q);
     return st;
 }
 
 extern "C" void gf_step_queue_free_cuda(gf_step_queue *q) {
+    if (q->host) /* a prepared step's copy may still read it */
+        gf_cuda_note(cudaStreamSynchronize(gf_cuda_stream()), "cudaStreamSynchronize (queue)", __FILE__, __LINE__);
+    if (q->host) gf_cuda_note(cudaFreeHost(q->host), "cudaFreeHost(q->host)", __FILE__, __LINE__);
+    gf_cuda_free(q->args);
     gf_cuda_free(q->ring);
     gf_cuda_free(q->dev);
+    q->host = NULL;
+    q->args = NULL;
     q->ring = NULL;
     q->dev = NULL;
 }
 
-extern "C" gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, const gf_adamw_scalars *s, double lr,
-                                             double max_norm, const float *loss_dev, int stop_sticky) {
+extern "C" gf_status gf_step_queue_upload_cuda(gf_step_queue *q) {
+    GF_CUDA_TRY(cudaMemcpyAsync(q->args, &q->host[q->n], sizeof *q->args, cudaMemcpyHostToDevice, gf_cuda_stream()));
+    return GF_OK;
+}
+
+extern "C" gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, const float *loss_dev) {
     GF_ASSERT(p->device == GF_DEV_CUDA && p->chunks, "gf_step_queue_push: not a device block");
     GF_ASSERT(p->n_chunks <= 0x7fffffff, "gf_step_queue_push: %lld chunks", (long long)p->n_chunks);
     cudaStream_t st = gf_cuda_stream();
     GF_TRY(gf_cuda_sumsq_to(p->grad, p->n, &q->dev->sumsq));
-    step_decide<<<1, 1, 0, st>>>(q->dev, loss_dev, q->ring, q->n, q->tab, lr, max_norm, stop_sticky);
+    step_decide<<<1, 1, 0, st>>>(q->dev, loss_dev, q->ring, q->args);
     GF_CUDA_LAUNCHED("step_decide");
-    GF_TRY(gf_cuda_first_nonfinite(p->grad, p->n, &q->dev->find, &q->ring[q->n].bad));
+    GF_TRY(gf_cuda_first_nonfinite(p->grad, p->n, &q->dev->find, &q->dev->bad));
+    step_bad<<<1, 1, 0, st>>>(q->dev, q->ring, q->args);
+    GF_CUDA_LAUNCHED("step_bad");
     launch_scale(p, 1.0f, q->dev);
     if (p->n_chunks > 0) {
-        adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v, p->chunks, *s,
-                                                                      q->dev);
+        adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v, p->chunks,
+                                                                      gf_adamw_scalars{}, q->dev, q->args);
         GF_CUDA_LAUNCHED("adamw_chunks");
     }
     return GF_OK;
