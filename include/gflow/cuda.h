@@ -88,6 +88,7 @@ typedef struct gf_cuda_graph {
     int64_t n_updated;      /* captures that updated exec in place (cudaGraphExecUpdate) */
     int64_t n_launched;
     int64_t n_redone;       /* captures dropped for a staging copy from pageable memory (*redo) */
+    int64_t n_replayed;     /* launches without a capture (gf_cuda_graph_replay) */
 } gf_cuda_graph;
 /* a step is being captured (gf_cuda_graph_begin .. gf_cuda_graph_launch) */
 int gf_cuda_capturing(void);
@@ -109,6 +110,15 @@ void *gf_cuda_scratch(size_t bytes);
 /* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
 gf_status gf_cuda_malloc(void **p, size_t bytes);
 void gf_cuda_free(void *p);
+/* cudaMalloc and cudaFree calls so far outside the step arena (gf_cuda_malloc, gf_cuda_free, the
+ * scratch, gf_cuda_const): a graph captured when it read N holds addresses that still hold while
+ * it reads N (the arena's own: gf_cuda_arena.n_mallocs) */
+int64_t gf_cuda_allocs(void);
+/* A device copy of `bytes` the same at every step (the backward's seed, a layer's offsets): one
+ * per distinct content, made at its first request (outside any capture: one that meets new bytes
+ * is dropped and run again) and kept until the process ends, so a graph that reads it can be
+ * replayed. Aborts when the GPU has no room. */
+const void *gf_cuda_const(const void *host, size_t bytes);
 /* Copies on the stream that return when they are done (they synchronise it). */
 gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
 gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes);
@@ -165,6 +175,14 @@ typedef struct gf_cuda_staging {
     int pending;      /* done recorded and not yet waited for */
 } gf_cuda_staging;
 
+/* A step's input copied before its capture (gf_cuda_feed_into): a stage of the same host array
+ * takes the copy, so the graph holds no copy of it and a replay reads the next step's */
+typedef struct gf_cuda_fed {
+    const void *host;
+    size_t bytes;
+    void *dev, *aux; /* aux: what the feeding op derived from it (the embedding's index) */
+} gf_cuda_fed;
+
 typedef struct gf_cuda_arena {
     gf_cuda_chunk *head, *first;
     size_t used, high_water, min_chunk;
@@ -176,6 +194,9 @@ typedef struct gf_cuda_arena {
     size_t stage_refused;            /* staged_high when cudaHostAlloc last failed (0: never) */
     int64_t n_host_allocs;           /* cudaHostAlloc calls so far */
     int64_t n_pageable;              /* copies made from pageable memory (staging full or absent) */
+    gf_cuda_fed fed[8];              /* this step's (gf_cuda_feed_into); emptied by the reset */
+    int n_fed;
+    int64_t n_captured_stages;       /* copies staged while the stream captured (in the graph) */
     /* GF_CUDA_ARENA_DEBUG=1 (compute-sanitizer runs): every request is its own cudaMalloc of
      * exactly its size, freed at the next reset, so memcheck sees a kernel that reaches past its
      * tensor (in the bump arena that would land in the next tensor, unseen). Slow. */
@@ -194,6 +215,10 @@ void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes);
 void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes);
 /* the same into device memory the caller has (at least `bytes` of it) */
 void gf_cuda_stage_into(gf_cuda_arena *a, void *dst_dev, const void *host, size_t bytes);
+/* gf_cuda_stage, remembered until the reset (at most 8 a step); the entry, whose aux is NULL */
+gf_cuda_fed *gf_cuda_feed_into(gf_cuda_arena *a, const void *host, size_t bytes);
+/* this step's entry for `host` with at least `bytes`, or NULL */
+gf_cuda_fed *gf_cuda_fed_find(gf_cuda_arena *a, const void *host, size_t bytes);
 size_t gf_cuda_arena_capacity(const gf_cuda_arena *a);
 /* a new activation on the GPU: the struct in ctx's host arena, the data in its device arena */
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape);

@@ -64,6 +64,23 @@ float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n);
 float *gf_cuda_zeros(struct gf_ctx *ctx, int64_t n);
 /* dst[i] += src[i], i < n, for a device dst and a host src (the seed of a backward) */
 void gf_cuda_acc_host(struct gf_ctx *ctx, float *dst, const float *src, int64_t n);
+/* the same for a src whose values are the same at every step (gf_cuda_const, gflow/cuda.h) */
+void gf_cuda_acc_const(struct gf_ctx *ctx, float *dst, const float *src, int64_t n);
+
+/* ---- a step's inputs in device memory before its capture (docs/cuda.md "Captured once") ---- */
+
+/* host's bytes copied to the step's device memory now (gf_cuda_stage), for an op of this step
+ * that stages the same host array: it takes this copy. Called before the step's capture, the
+ * copy is not in the graph, so a replay of it reads the next step's. A no-op without ctx->cuda. */
+void gf_ctx_feed(struct gf_ctx *ctx, const void *host, size_t bytes);
+/* n dropout keys drawn from ctx->rng now, in order, and copied to the step's device memory: the
+ * step's GPU dropout ops take them in turn (ctx->key_dev) instead of drawing. */
+void gf_ctx_draw_keys(struct gf_ctx *ctx, int32_t n);
+/* cudaMalloc and cudaFree calls so far, the runtime's and ctx's arena's: a graph captured when it
+ * read N holds device addresses that still hold while it reads N (0 without CUDA) */
+int64_t gf_ctx_device_allocs(const struct gf_ctx *ctx);
+/* copies staged while the stream captured, so far (in a graph, which a replay would read stale) */
+int64_t gf_ctx_captured_stages(const struct gf_ctx *ctx);
 /* The training step as a CUDA graph (docs/cuda.md "CUDA graphs"): gf_cuda_graph_begin starts
  * capturing the stream; gf_cuda_graph_launch ends the capture and launches what it recorded into
  * *g (made at the first call; the graph there is updated in place when the capture has the same
@@ -79,6 +96,9 @@ gf_status gf_cuda_graph_begin(void);
  * 0 in a build without CUDA */
 int gf_cuda_sync_mode(void);
 gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g, int *redo);
+/* launch g's graph as it is: the step's inputs fed, its keys drawn and its scalars prepared
+ * (gf_step_queue_prepare) just before, as for the capture it was made from */
+gf_status gf_cuda_graph_replay(struct gf_cuda_graph *g);
 void gf_cuda_graph_free(struct gf_cuda_graph *g);
 /* the device arena's gf_arena_reset / gf_arena_free (free also releases the struct) */
 void gf_cuda_arena_reset(struct gf_cuda_arena *a);

@@ -70,6 +70,19 @@ gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg);
 void gf_lm_init_weights(gf_lm *m, gf_rng *rng);
 /* windows (B, L+1) int32; returns the scalar mean loss. ctx->training turns dropout on. */
 gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out);
+/* A training step's windows split into ids and targets in ctx's host arena and, on the GPU, fed to
+ * device memory before the step's capture (gf_embedding_feed, gf_ctx_feed: a captured step reads
+ * them there, so its graph can be replayed on the next windows); valid until ctx's reset. */
+typedef struct gf_lm_fed {
+    const int32_t *windows;
+    int32_t *inp, *tgt; // (B, L) each
+    int64_t B, L, counted; /* counted: targets that are not padding (the loss's divisor) */
+    uint64_t epoch;        /* ctx->pack_epoch when fed */
+} gf_lm_fed;
+/* returns f->counted */
+int64_t gf_lm_feed(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_fed *f);
+/* gf_lm_forward(f->windows) of the same context step, from the fed ids (out NULL) */
+gf_tensor *gf_lm_forward_fed(gf_lm *m, gf_ctx *ctx, const gf_lm_fed *f);
 /* Forward FLOPs per predicted token (multiply-add = 2), counting GEMMs and attention/Plücker math. */
 double gf_lm_flops_per_token(const gf_model_cfg *c, int64_t L);
 void gf_lm_free(gf_lm *m);

@@ -35,6 +35,10 @@ gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 /* table (V, D), ids (n) int32 in [0, V) with shape ids_shape -> (ids_shape..., D). */
 gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
                         const int64_t *ids_shape);
+/* Before a step's capture (gflow/device.h, gf_ctx_feed): ids (cnt, checked against V) and, on
+ * the GPU, the backward's index of them copied to device memory now, for this step's
+ * gf_embedding(table, ids) to take. A no-op when table is on the CPU. */
+void gf_embedding_feed(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt);
 /* LayerNorm over the last dim with gain/shift (D); eps inside the sqrt as PyTorch. */
 gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 /* exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */

@@ -92,6 +92,9 @@ int gf_step_queue_count(const gf_step_queue *q);
 gf_status gf_step_queue_prepare(gf_step_queue *q, const gf_adamw_state *st, const gf_adamw_cfg *cfg, double lr,
                                 double max_norm, int stop_sticky);
 gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const float *loss_dev);
+/* The prepared step's kernels ran in a replayed CUDA graph (captured from an earlier push of the
+ * same slot layout): count it pushed, as gf_step_queue_push does. */
+void gf_step_queue_push_replayed(gf_step_queue *q);
 /* Take back the last push, whose work never ran (its capture as a CUDA graph was dropped: the
  * step is pushed again, gf_cuda_graph_launch) */
 void gf_step_queue_unpush(gf_step_queue *q);

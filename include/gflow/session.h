@@ -29,6 +29,11 @@ typedef struct gf_session {
     gf_step_queue *queue;    /* a GPU session's pushed steps (gf_train_step), opened at the first */
     struct gf_cuda_graph *graph; /* its step as a CUDA graph ([run] cuda_graph), made at the first capture */
     int64_t device_steps;    /* GPU training steps so far: the first runs uncaptured (the arena's size) */
+    int32_t step_keys;       /* dropout keys a training step draws (counted at the first GPU step) */
+    /* graph holds the last captured step, and can be replayed on a step whose key is graph_key:
+     * its rows, the task's feed signature, gf_ctx_device_allocs and the dropout keys drawn */
+    int replayable;
+    int64_t graph_key[4];
 } gf_session;
 
 /* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible

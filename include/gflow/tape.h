@@ -80,6 +80,11 @@ typedef struct gf_ctx {
      * all of it); dropout keys its masks by global row, so a data-parallel rank draws the masks
      * the single process draws for those rows. */
     int64_t batch_row0, batch_rows;
+    /* dropout keys drawn before the step (gf_ctx_draw_keys, gflow/device.h): the GPU ops take
+     * key_next of n_keys from device memory instead of drawing; keys_drawn counts the step's
+     * dropout keys either way. Cleared by gf_ctx_reset. */
+    const uint64_t *key_dev;
+    int32_t n_keys, key_next, keys_drawn;
     int profile;
     gf_profile prof;
     struct gf_cuda_arena *cuda; /* the device step arena (gf_ctx_use_cuda); NULL: CPU only */

@@ -43,6 +43,11 @@ typedef struct gf_task_ops {
     gf_status (*random_batch)(gf_session *s, int64_t B, gf_rng *rng);
     /* Mean loss (shape (1)) of rows [lo, lo+n) of the current batch; s->ctx.training decides dropout. */
     gf_tensor *(*forward_rows)(gf_session *s, int64_t lo, int64_t n);
+    /* Optional (NULL: none). Before a GPU training step's capture: rows [lo, lo+n)'s inputs into
+     * device memory (gflow/device.h, gf_ctx_feed), for the forward_rows of the same rows in the
+     * same context step to take. Returns what else of the batch its captured graph depends on
+     * (the LM: the targets counted; >= 0): a graph is replayed only on a step with the same. */
+    int64_t (*feed_rows)(gf_session *s, int64_t lo, int64_t n);
     int64_t (*tokens_per_row)(const gf_recipe *r);
     void (*loader_state)(const gf_session *s, gf_loader_state *ls);
     gf_status (*set_loader_state)(gf_session *s, const gf_loader_state *ls);

@@ -65,6 +65,10 @@ gf_status gf_cuda_graph_launch(struct gf_cuda_graph **g, int *redo) {
     return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
 }
 void gf_cuda_graph_free(struct gf_cuda_graph *g) { (void)g; }
+gf_status gf_cuda_graph_replay(struct gf_cuda_graph *g) {
+    (void)g;
+    return gf_error_set(GF_E_INVALID, "gflow was built without CUDA (docs/cuda.md)");
+}
 int gf_cuda_sync_mode(void) { return 0; }
 
 #define NO_CUDA() gf_abort(__FILE__, __LINE__, "%s: a GPU tensor in a build without CUDA", __func__)
@@ -75,6 +79,14 @@ void gf_cuda_acc_host(struct gf_ctx *ctx, float *dst, const float *src, int64_t 
     (void)ctx; (void)dst; (void)src; (void)n;
     NO_CUDA();
 }
+void gf_cuda_acc_const(struct gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    (void)ctx; (void)dst; (void)src; (void)n;
+    NO_CUDA();
+}
+void gf_ctx_feed(struct gf_ctx *ctx, const void *host, size_t bytes) { (void)ctx; (void)host; (void)bytes; }
+void gf_ctx_draw_keys(struct gf_ctx *ctx, int32_t n) { (void)ctx; (void)n; NO_CUDA(); }
+int64_t gf_ctx_device_allocs(const struct gf_ctx *ctx) { (void)ctx; return 0; }
+int64_t gf_ctx_captured_stages(const struct gf_ctx *ctx) { (void)ctx; return 0; }
 void gf_cuda_arena_reset(struct gf_cuda_arena *a) { (void)a; NO_CUDA(); }
 void gf_cuda_arena_free(struct gf_cuda_arena *a) { (void)a; NO_CUDA(); }
 

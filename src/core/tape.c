@@ -25,6 +25,8 @@ void gf_ctx_reset(gf_ctx *ctx) {
     ctx->last = NULL;
     ctx->n_nodes = 0;
     ctx->n_bf16_packs = 0; /* their copies were in the arena */
+    ctx->key_dev = NULL;
+    ctx->n_keys = ctx->key_next = ctx->keys_drawn = 0;
     ctx->pack_epoch = next_pack_epoch();
 }
 
@@ -151,7 +153,7 @@ void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss) {
         gf_tensor_grad(ctx, loss)[0] += 1.0f;
     } else {
         const float one = 1.0f;
-        gf_cuda_acc_host(ctx, gf_tensor_grad(ctx, loss), &one, 1);
+        gf_cuda_acc_const(ctx, gf_tensor_grad(ctx, loss), &one, 1);
     }
     run_backward(ctx);
 }

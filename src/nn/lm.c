@@ -2,6 +2,7 @@
  * LayerNorm and the tied head, on the tape. */
 #include "gflow/model.h"
 #include "gflow/ops.h"
+#include "gflow/device.h"
 #include <string.h>
 
 void gf_model_cfg_default(gf_model_cfg *c) {
@@ -75,10 +76,9 @@ gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
 
 void gf_lm_init_weights(gf_lm *m, gf_rng *rng) { gf_params_init_weights(&m->params, m->cfg.init_std, rng); }
 
-gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out) {
-    const gf_model_cfg *c = &m->cfg;
-    GF_ASSERT(L >= 1 && L <= c->max_len, "sequence length %lld outside [1, max_len=%lld]", (long long)L,
-              (long long)c->max_len);
+/* windows (B, L+1) -> ids inp (B, L) and targets tgt (B, L), in ctx's host arena */
+static void split_windows(gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, int32_t **inp_out,
+                          int32_t **tgt_out) {
     int32_t *inp = gf_arena_alloc(&ctx->arena, (size_t)(B * L) * sizeof(int32_t)); // (B, L)
     int32_t *tgt = gf_arena_alloc(&ctx->arena, (size_t)(B * L) * sizeof(int32_t)); // (B, L)
     for (int64_t b = 0; b < B; b++)
@@ -89,6 +89,38 @@ gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t 
             inp[b * L + t] = x < 0 ? 0 : x;
             tgt[b * L + t] = windows[b * (L + 1) + t + 1];
         }
+    *inp_out = inp;
+    *tgt_out = tgt;
+}
+
+static gf_tensor *forward_ids(gf_lm *m, gf_ctx *ctx, const int32_t *inp, const int32_t *tgt, int64_t B, int64_t L,
+                              gf_lm_out *out);
+
+gf_tensor *gf_lm_forward(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_out *out) {
+    int32_t *inp, *tgt;
+    split_windows(ctx, windows, B, L, &inp, &tgt);
+    return forward_ids(m, ctx, inp, tgt, B, L, out);
+}
+
+int64_t gf_lm_feed(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, gf_lm_fed *f) {
+    *f = (gf_lm_fed){.windows = windows, .B = B, .L = L, .epoch = ctx->pack_epoch};
+    split_windows(ctx, windows, B, L, &f->inp, &f->tgt);
+    gf_embedding_feed(ctx, m->tok_emb, f->inp, B * L);
+    gf_ctx_feed(ctx, f->tgt, (size_t)(B * L) * sizeof(int32_t));
+    for (int64_t i = 0; i < B * L; i++) f->counted += f->tgt[i] >= 0;
+    return f->counted;
+}
+
+gf_tensor *gf_lm_forward_fed(gf_lm *m, gf_ctx *ctx, const gf_lm_fed *f) {
+    GF_ASSERT(f->epoch == ctx->pack_epoch, "gf_lm_forward_fed: fed before the context's last reset");
+    return forward_ids(m, ctx, f->inp, f->tgt, f->B, f->L, NULL);
+}
+
+static gf_tensor *forward_ids(gf_lm *m, gf_ctx *ctx, const int32_t *inp, const int32_t *tgt, int64_t B, int64_t L,
+                              gf_lm_out *out) {
+    const gf_model_cfg *c = &m->cfg;
+    GF_ASSERT(L >= 1 && L <= c->max_len, "sequence length %lld outside [1, max_len=%lld]", (long long)L,
+              (long long)c->max_len);
     int64_t ids_shape[2] = {B, L};
     gf_tensor *h = gf_embedding(ctx, m->tok_emb, inp, 2, ids_shape); // (B, L, D)
     /* positions 0..L-1 are the first L rows of the table: a (L, D) view broadcast over B */

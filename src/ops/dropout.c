@@ -40,6 +40,7 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     gf_tensor *in[1] = {x};
     if (gf_op_device("dropout", 1, in) != GF_DEV_CPU) return gf_dropout_cuda(ctx, x, p);
     uint64_t key = gf_rng_u64(ctx->rng);
+    ctx->keys_drawn++;
     float scale = 1.0f / (1.0f - p);
     /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so u >= p iff
      * h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */

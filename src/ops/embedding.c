@@ -25,16 +25,30 @@ static void embedding_backward(gf_ctx *ctx, gf_node *n) {
     }
 }
 
+/* a counted id outside [0, V) aborts, naming the table */
+static void check_ids(const gf_tensor *table, const int32_t *ids, int64_t cnt) {
+    const int64_t V = table->shape[0];
+    for (int64_t i = 0; i < cnt; i++)
+        GF_ASSERT(ids[i] >= 0 && ids[i] < V, "embedding %s: id %d at %lld outside [0, %lld)",
+                  table->name ? table->name : "?", ids[i], (long long)i, (long long)V);
+}
+
+void gf_embedding_feed(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt) {
+    GF_ASSERT(table->ndim == 2 && cnt >= 0 && cnt <= INT32_MAX, "embedding feed: bad shapes");
+    gf_tensor *in[1] = {table};
+    if (gf_op_device("embedding", 1, in) == GF_DEV_CPU) return;
+    check_ids(table, ids, cnt);
+    gf_embedding_feed_cuda(ctx, table, ids, cnt);
+}
+
 gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
                         const int64_t *ids_shape) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(table->ndim == 2 && ids_ndim >= 1 && ids_ndim < GF_MAX_DIMS, "embedding: bad shapes");
-    int64_t V = table->shape[0], D = table->shape[1], cnt = 1, s[GF_MAX_DIMS];
+    int64_t D = table->shape[1], cnt = 1, s[GF_MAX_DIMS];
     for (int32_t i = 0; i < ids_ndim; i++) { s[i] = ids_shape[i]; cnt *= ids_shape[i]; }
     s[ids_ndim] = D;
-    for (int64_t i = 0; i < cnt; i++)
-        GF_ASSERT(ids[i] >= 0 && ids[i] < V, "embedding %s: id %d at %lld outside [0, %lld)",
-                  table->name ? table->name : "?", ids[i], (long long)i, (long long)V);
+    check_ids(table, ids, cnt);
     gf_tensor *in[1] = {table};
     if (gf_op_device("embedding", 1, in) != GF_DEV_CPU) return gf_embedding_cuda(ctx, table, ids, ids_ndim, ids_shape);
     gf_tensor *y = gf_tensor_new(ctx, ids_ndim + 1, s); // (ids..., D)

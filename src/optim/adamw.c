@@ -163,6 +163,12 @@ gf_status gf_step_queue_push(gf_step_queue *q, gf_params *p, const float *loss_d
     return GF_OK;
 }
 
+void gf_step_queue_push_replayed(gf_step_queue *q) {
+    GF_ASSERT(q->prepared, "gf_step_queue_push_replayed: slot %d not prepared (gf_step_queue_prepare)", q->n);
+    q->prepared = 0;
+    q->n++;
+}
+
 void gf_step_queue_unpush(gf_step_queue *q) {
     GF_ASSERT(q->n > 0, "gf_step_queue_unpush: nothing pushed");
     q->n--;

@@ -8,7 +8,9 @@
  * check and AdamW are pushed to the device (gf_step_queue_push), the loss stays there, and
  * gf_train_flush reads the records of the pushed steps back, one wait for all of them. With
  * [run] cuda_graph every step after the first (which sizes the device arena and the staging) is
- * captured from the stream and launched as one CUDA graph (docs/cuda.md "CUDA graphs").
+ * captured from the stream and launched as one CUDA graph (docs/cuda.md "CUDA graphs"); a step
+ * whose inputs were all fed before the capture (the LM's) is captured once and its graph replayed
+ * on the next steps of the same shape, without the host's pass (docs/cuda.md "Captured once").
  */
 #include "gflow/session.h"
 #include "gflow/device.h"
@@ -16,6 +18,7 @@
 #include "gflow/threads.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The parameter holding block index i (parameters lie in table order, gflow/params.h) */
 static const char *param_at(const gf_params *p, int64_t i) {
@@ -69,24 +72,61 @@ gf_status gf_train_flush(gf_session *s, gf_adamw_state *opt, gf_step_out *outs, 
     return GF_OK;
 }
 
-/* The step's work queued on the stream, or (graph) captured and launched as a CUDA graph; *redo:
- * the capture was dropped, nothing ran (gf_cuda_graph_launch), and the step was taken back */
+/* The step's inputs into device memory before its capture or replay (docs/cuda.md "Captured
+ * once"): its scalars, the task's feed of the batch, the dropout keys (once their count is known).
+ * key: what a replayed graph must have been captured with. */
+static gf_status feed_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
+                           int64_t key[4]) {
+    GF_TRY(gf_step_queue_prepare(s->queue, opt, cfg, in->lr, in->clip, in->stop_nonfinite));
+    key[0] = in->n;
+    key[1] = s->task->feed_rows ? s->task->feed_rows(s, in->lo, in->n) : -1;
+    if (s->device_steps > 0 && s->step_keys > 0) gf_ctx_draw_keys(&s->ctx, s->step_keys);
+    key[2] = gf_ctx_device_allocs(&s->ctx);
+    key[3] = s->step_keys;
+    return GF_OK;
+}
+
+/* The step's work queued on the stream, or (graph) captured and launched as a CUDA graph, or that
+ * graph replayed when the step matches it; *redo: the capture was dropped, nothing ran
+ * (gf_cuda_graph_launch), and the step was taken back */
 static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                             int graph, double *t_fwd, int *redo) {
     *redo = 0;
-    /* the step's scalars into device memory before the capture: a graph reads them there */
-    GF_TRY(gf_step_queue_prepare(s->queue, opt, cfg, in->lr, in->clip, in->stop_nonfinite));
+    int64_t key[4];
+    gf_status st = feed_step(s, opt, cfg, in, key);
+    if (st) {
+        gf_ctx_reset(&s->ctx);
+        return st;
+    }
+    if (graph && s->replayable && key[1] >= 0 && !memcmp(key, s->graph_key, sizeof key)) {
+        /* captured once: the same kernels on this step's inputs, without the host's pass */
+        *t_fwd = gf_time_now();
+        st = gf_cuda_graph_replay(s->graph);
+        if (!st) gf_step_queue_push_replayed(s->queue);
+        gf_ctx_reset(&s->ctx);
+        return st;
+    }
+    const int64_t staged = gf_ctx_captured_stages(&s->ctx);
     if (graph) GF_TRY(gf_cuda_graph_begin());
     gf_params_zero_grad(s->params);
     gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
     *t_fwd = gf_time_now();
     gf_tape_backward(&s->ctx, loss);
+    GF_ASSERT(s->ctx.key_next == s->ctx.n_keys, "a training step took %d of the %d dropout keys drawn for it",
+              s->ctx.key_next, s->ctx.n_keys);
+    const int32_t keys = s->ctx.keys_drawn;
     /* pushed before the reset: stream order keeps the loss readable until step_decide has read it */
-    gf_status st = gf_step_queue_push(s->queue, s->params, loss->data);
+    st = gf_step_queue_push(s->queue, s->params, loss->data);
     if (graph) { /* launched before the reset, whose staging event must follow the graph's copies */
         const gf_status gs = gf_cuda_graph_launch(&s->graph, redo);
         if (!st) st = gs;
         if (!st && *redo) gf_step_queue_unpush(s->queue);
+    }
+    if (!st && !*redo) {
+        if (s->device_steps == 0) s->step_keys = keys;
+        /* nothing of the batch staged inside the capture: all of it came from the feed */
+        s->replayable = graph && key[1] >= 0 && gf_ctx_captured_stages(&s->ctx) == staged;
+        memcpy(s->graph_key, key, sizeof key);
     }
     gf_ctx_reset(&s->ctx);
     return st;

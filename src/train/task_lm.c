@@ -17,6 +17,7 @@ typedef struct lm_task {
     gf_lm_loader *ld;        /* training loader */
     int64_t B;               /* rows of win */
     int32_t *win;            /* (B, L+1) */
+    gf_lm_fed fed;           /* this context step's (lm_feed_rows) */
 } lm_task;
 
 extern const gf_task_ops gf_task_lm; /* defined at the end */
@@ -102,7 +103,15 @@ static gf_status lm_random_batch(gf_session *s, int64_t B, gf_rng *rng) {
 
 static gf_tensor *lm_forward_rows(gf_session *s, int64_t lo, int64_t n) {
     lm_task *t = task_of(s);
-    return gf_lm_forward(&t->lm, &s->ctx, t->win + lo * (s->r.data.seq_len + 1), n, s->r.data.seq_len, NULL);
+    const int32_t *w = t->win + lo * (s->r.data.seq_len + 1);
+    const gf_lm_fed *f = &t->fed;
+    if (f->windows == w && f->B == n && f->epoch == s->ctx.pack_epoch) return gf_lm_forward_fed(&t->lm, &s->ctx, f);
+    return gf_lm_forward(&t->lm, &s->ctx, w, n, s->r.data.seq_len, NULL);
+}
+
+static int64_t lm_feed_rows(gf_session *s, int64_t lo, int64_t n) {
+    lm_task *t = task_of(s);
+    return gf_lm_feed(&t->lm, &s->ctx, t->win + lo * (s->r.data.seq_len + 1), n, s->r.data.seq_len, &t->fed);
 }
 
 static int64_t lm_tokens_per_row(const gf_recipe *r) { return r->data.seq_len; }
@@ -214,6 +223,7 @@ const gf_task_ops gf_task_lm = {
     .language_model = 1,
     .open = lm_open, .init_weights = lm_init_weights, .load_split = lm_load_split, .train_loader = lm_train_loader,
     .next_batch = lm_next_batch, .random_batch = lm_random_batch, .forward_rows = lm_forward_rows,
+    .feed_rows = lm_feed_rows,
     .tokens_per_row = lm_tokens_per_row, .loader_state = lm_loader_state, .set_loader_state = lm_set_loader_state,
     .eval = lm_eval, .score = lm_score, .train_ppl = lm_train_ppl, .log_eval = lm_log_eval, .summary = lm_summary,
     .log_done = lm_log_done, .describe = lm_describe, .close = lm_close,

@@ -53,10 +53,17 @@ static void poison_last(gf_session *s, float *saved, int back) {
     free(d);
 }
 
-/* the task's own table, and a forward that stages extra_bytes more (an outgrown step) */
+/* the task's own table, and a forward that stages extra_bytes more (an outgrown step), counting
+ * the graph session's forwards (host passes); its feed's signature bumped for such a step, so
+ * that it is captured (a replay would not run the forward that stages more) */
 static const gf_task_ops *inner_task;
 static size_t extra_bytes;
+static int64_t graph_forwards;
+static int64_t feed_bumped(gf_session *s, int64_t lo, int64_t n) {
+    return inner_task->feed_rows(s, lo, n) + (extra_bytes ? 1000000 : 0);
+}
 static gf_tensor *forward_staging_more(gf_session *s, int64_t lo, int64_t n) {
+    graph_forwards += s->r.run.cuda_graph;
     if (extra_bytes) {
         void *h = calloc(1, extra_bytes);
         (void)gf_cuda_stage(s->ctx.cuda, h, extra_bytes);
@@ -68,7 +75,8 @@ static gf_tensor *forward_staging_more(gf_session *s, int64_t lo, int64_t n) {
 /* K deferred steps in two sessions, [1] captured; flushed when the ring is full, around the
  * poisoned step and at the end; the records compared bit for bit at each flush */
 GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
-    enum { K = 26, POISON = 9, MORE = 5, MORE_AGAIN = 13 };
+    enum { K = 26, POISON = 9, MORE = 5, MORE_AGAIN = 13, ALLOC = 22 };
+    int64_t replays_after_alloc = -1;
     gf_session s[2];
     int64_t items[2], B = 8;
     open_gpu(&s[0], 0, B, &items[0]);
@@ -91,6 +99,8 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
     inner_task = s[0].task;
     gf_task_ops more = *inner_task;
     more.forward_rows = forward_staging_more;
+    more.feed_rows = feed_bumped;
+    graph_forwards = 0;
     s[0].task = s[1].task = &more;
 #ifdef GF_CUDA_EMULATOR
     unsigned long launches = gf_emu_graph_launches();
@@ -115,7 +125,16 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
 #ifdef GF_CUDA_EMULATOR
         const unsigned long waits0 = gf_emu_waits();
 #endif
+        /* device memory allocated (and freed) between two steps: a buffer the graph holds may have
+         * moved, so the step is captured again, not replayed */
+        const int64_t replays = s[1].graph ? s[1].graph->n_replayed : 0;
+        if (step == ALLOC) {
+            void *p = NULL;
+            GF_REQUIRE_OK(gf_cuda_malloc(&p, 4096));
+            gf_cuda_free(p);
+        }
         GF_REQUIRE_OK(gf_train_step(&s[1], &st[1], &ac, &in, &out));
+        if (step == ALLOC) replays_after_alloc = s[1].graph ? s[1].graph->n_replayed - replays : -1;
 #ifdef GF_CUDA_EMULATOR /* a captured step: one graph launch, no wait */
         const unsigned long waits = gf_emu_waits() - waits0;
         if (step >= 2 && step != MORE) /* (the step that grows the arena waits for the stream to free it) */
@@ -151,16 +170,26 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
     GF_CHECK(skipped == 1 && partial >= 2, "%d skipped steps (1), %d partial batches (2 or more)", skipped, partial);
     /* GF_CUDA_SYNC=1 (tools/gpu_check.sh's rerun of a failed test) waits after every call: no capture */
     if (gf_cuda_sync_mode()) GF_CHECK(!g, "a graph under GF_CUDA_SYNC=1");
-    else GF_CHECK(g && g->n_launched == K - 2 && g->n_instantiated + g->n_updated == K - 2 && g->n_redone == 1,
-                  "graphs: %lld launched (%d), %lld instantiated, %lld updated, %lld redone (1)",
-                  g ? (long long)g->n_launched : -1LL, K - 2, g ? (long long)g->n_instantiated : -1LL,
-                  g ? (long long)g->n_updated : -1LL, g ? (long long)g->n_redone : -1LL);
+    else GF_CHECK(g && g->n_launched == K - 2 && g->n_instantiated + g->n_updated + g->n_replayed == K - 2 &&
+                      g->n_redone == 1 && g->n_replayed >= 6,
+                  "graphs: %lld launched (%d), %lld instantiated, %lld updated, %lld replayed (6 or more), %lld "
+                  "redone (1)", g ? (long long)g->n_launched : -1LL, K - 2, g ? (long long)g->n_instantiated : -1LL,
+                  g ? (long long)g->n_updated : -1LL, g ? (long long)g->n_replayed : -1LL,
+                  g ? (long long)g->n_redone : -1LL);
+    /* a replayed step runs no forward on the host: the first step, each capture, and the step run
+     * again (twice: its dropped capture, then uncaptured) did */
+    if (g) GF_CHECK(graph_forwards == 1 + g->n_instantiated + g->n_updated + 2 * g->n_redone,
+                    "%lld host forwards (%lld: the first step, %lld captures, %lld run again)", (long long)graph_forwards,
+                    (long long)(1 + g->n_instantiated + g->n_updated + 2 * g->n_redone),
+                    (long long)(g->n_instantiated + g->n_updated), (long long)g->n_redone);
+    GF_CHECK(replays_after_alloc == 0, "a step after a cudaMalloc replayed the graph captured before it");
 #ifdef GF_CUDA_EMULATOR /* updated in place but for the step with the extra copy and the one after */
     GF_CHECK(g && g->n_instantiated == 3, "%lld graphs instantiated (3)", g ? (long long)g->n_instantiated : -1LL);
 #endif
     GF_CHECK(!s[0].graph, "cuda_graph = false made a graph");
-    printf("  %d steps (%d partial, 1 skipped, 1 run again): %lld graphs instantiated, %lld updated in place\n", K,
-           partial, g ? (long long)g->n_instantiated : -1LL, g ? (long long)g->n_updated : -1LL);
+    printf("  %d steps (%d partial, 1 skipped, 1 run again): %lld graphs instantiated, %lld updated in place, %lld "
+           "replayed\n", K, partial, g ? (long long)g->n_instantiated : -1LL, g ? (long long)g->n_updated : -1LL,
+           g ? (long long)g->n_replayed : -1LL);
     s[0].task = s[1].task = inner_task;
     free(saved);
     gf_session_close(&s[1]);

@@ -146,6 +146,8 @@ static void free_chain(gf_cuda_chunk *c) {
 #define GF_STAGE_ALIGN 64
 
 void *gf_cuda_stage(gf_cuda_arena *a, const void *host, size_t bytes) {
+    const gf_cuda_fed *f = gf_cuda_fed_find(a, host, bytes);
+    if (f) return f->dev; /* fed before the capture: not a copy of the graph's */
     void *d = gf_cuda_arena_alloc(a, bytes);
     gf_cuda_stage_into(a, d, host, bytes);
     return d;
@@ -157,6 +159,7 @@ void gf_cuda_stage_into(gf_cuda_arena *a, void *d, const void *host, size_t byte
     gf_cuda_staging *s = &a->stage[a->cur];
     const void *src = host;
     a->staged += need;
+    a->n_captured_stages += gf_cuda_capturing();
     if (s->used + need <= s->cap) {
         src = memcpy(s->buf + s->used, host, bytes);
         s->used += need;
@@ -169,6 +172,39 @@ void gf_cuda_stage_into(gf_cuda_arena *a, void *d, const void *host, size_t byte
     }
     GF_CUDA_NOTE(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, gf_cuda_stream()));
 }
+
+gf_cuda_fed *gf_cuda_feed_into(gf_cuda_arena *a, const void *host, size_t bytes) {
+    GF_ASSERT(a->n_fed < (int)(sizeof a->fed / sizeof a->fed[0]), "gf_cuda_feed: more than %d inputs in a step",
+              (int)(sizeof a->fed / sizeof a->fed[0]));
+    GF_ASSERT(!gf_cuda_capturing(), "gf_cuda_feed: the stream is capturing (feed before the capture)");
+    gf_cuda_fed *f = &a->fed[a->n_fed];
+    *f = (gf_cuda_fed){.host = host, .bytes = bytes, .dev = gf_cuda_stage(a, host, bytes)};
+    a->n_fed++;
+    return f;
+}
+
+gf_cuda_fed *gf_cuda_fed_find(gf_cuda_arena *a, const void *host, size_t bytes) {
+    for (int i = 0; i < a->n_fed; i++)
+        if (a->fed[i].host == host && a->fed[i].bytes >= bytes) return &a->fed[i];
+    return NULL;
+}
+
+void gf_ctx_feed(gf_ctx *ctx, const void *host, size_t bytes) {
+    if (ctx->cuda) gf_cuda_feed_into(ctx->cuda, host, bytes);
+}
+
+void gf_ctx_draw_keys(gf_ctx *ctx, int32_t n) {
+    GF_ASSERT(ctx->cuda && ctx->rng && n > 0, "gf_ctx_draw_keys: %d keys for a step without a device arena or rng", n);
+    uint64_t *k = gf_arena_alloc(&ctx->arena, (size_t)n * sizeof *k); // (n)
+    for (int32_t i = 0; i < n; i++) k[i] = gf_rng_u64(ctx->rng);
+    ctx->key_dev = gf_cuda_feed_into(ctx->cuda, k, (size_t)n * sizeof *k)->dev;
+    ctx->n_keys = n;
+    ctx->key_next = 0;
+}
+
+int64_t gf_ctx_device_allocs(const gf_ctx *ctx) { return gf_cuda_allocs() + (ctx->cuda ? ctx->cuda->n_mallocs : 0); }
+
+int64_t gf_ctx_captured_stages(const gf_ctx *ctx) { return ctx->cuda ? ctx->cuda->n_captured_stages : 0; }
 
 /* the end of a step: mark the step's buffer, then make the next one ready for the next step */
 static void staging_next(gf_cuda_arena *a) {
@@ -216,6 +252,7 @@ static void staging_free(gf_cuda_arena *a) {
 
 void gf_cuda_arena_reset(gf_cuda_arena *a) {
     staging_next(a);
+    a->n_fed = 0;
     debug_free(a);
     if (a->first->next) {
         /* coalesce the chain into one chunk sized to the high-water mark */

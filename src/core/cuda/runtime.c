@@ -26,6 +26,13 @@ static struct {
     int capturing;         /* gf_cuda_graph_begin .. gf_cuda_graph_launch */
     int capture_dropped;   /* gf_cuda_capture_drop during it */
     char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
+    int64_t n_allocs;      /* cudaMalloc and cudaFree calls of the runtime (gf_cuda_allocs) */
+    struct gf_cuda_const_buf {
+        struct gf_cuda_const_buf *next;
+        size_t bytes;
+        void *dev;
+        unsigned char host[];
+    } *consts;             /* gf_cuda_const: kept until the process ends */
 } rt;
 
 /* "../src/ops/cuda/x.cu" (a path from the build directory) -> "src/ops/cuda/x.cu": meson.build's
@@ -259,8 +266,30 @@ cublasHandle_t gf_cuda_blas(void) {
 gf_status gf_cuda_malloc(void **p, size_t bytes) {
     *p = NULL;
     GF_TRY(gf_cuda_init());
+    rt.n_allocs++;
     GF_CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
     return GF_OK;
+}
+
+int64_t gf_cuda_allocs(void) { return rt.n_allocs; }
+
+const void *gf_cuda_const(const void *host, size_t bytes) {
+    for (const struct gf_cuda_const_buf *c = rt.consts; c; c = c->next)
+        if (c->bytes == bytes && !memcmp(c->host, host, bytes)) return c->dev;
+    struct gf_cuda_const_buf *c = malloc(sizeof *c + bytes);
+    if (!c) gf_abort(__FILE__, __LINE__, "gf_cuda_const: out of host memory");
+    memcpy(c->host, host, bytes);
+    c->bytes = bytes;
+    const int captured = rt.capturing; /* a captured step that meets new bytes: dropped, run again */
+    if (captured) gf_cuda_capture_drop();
+    rt.n_allocs++;
+    gf_status st = gf_cuda_status(cudaMalloc(&c->dev, bytes ? bytes : 1), "cudaMalloc(&c->dev)", __FILE__, __LINE__);
+    if (!st) st = gf_cuda_upload(c->dev, host, bytes); /* waits: the caller's bytes may go at once */
+    if (captured) gf_cuda_capture_resume();
+    if (st) gf_abort(__FILE__, __LINE__, "gf_cuda_const: %s", gf_last_error());
+    c->next = rt.consts;
+    rt.consts = c;
+    return c->dev;
 }
 
 void *gf_cuda_scratch(size_t bytes) {
@@ -270,6 +299,7 @@ void *gf_cuda_scratch(size_t bytes) {
     gf_cuda_free(rt.scratch);
     rt.scratch = NULL, rt.scratch_bytes = 0;
     size_t want = (bytes + 255) & ~(size_t)255;
+    rt.n_allocs++;
     cudaError_t e = cudaMalloc(&rt.scratch, want);
     if (captured) gf_cuda_capture_resume();
     if (e != cudaSuccess) {
@@ -282,7 +312,9 @@ void *gf_cuda_scratch(size_t bytes) {
 }
 
 void gf_cuda_free(void *p) {
-    if (p) gf_cuda_note(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
+    if (!p) return;
+    rt.n_allocs++;
+    gf_cuda_note(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
 }
 
 gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes) {
@@ -380,10 +412,26 @@ gf_status gf_cuda_graph_launch(gf_cuda_graph **gp, int *redo) {
     return GF_OK;
 }
 
+gf_status gf_cuda_graph_replay(gf_cuda_graph *g) {
+    GF_ASSERT(g && g->exec && !rt.capturing, "gf_cuda_graph_replay: no graph, or the stream is capturing");
+    GF_TRY(take_noted()); /* an earlier step's failure, not this launch's */
+    GF_CUDA_TRY(cudaGraphLaunch(g->exec, rt.stream));
+    g->n_launched++;
+    g->n_replayed++;
+    return GF_OK;
+}
+
 void gf_cuda_graph_free(gf_cuda_graph *g) {
     if (!g) return;
     if (g->exec) gf_cuda_note(cudaGraphExecDestroy(g->exec), "cudaGraphExecDestroy(g->exec)", __FILE__, __LINE__);
     free(g);
+}
+
+void gf_cuda_acc_const(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_const: %lld elements", (long long)n);
+    (void)ctx;
+    const float *c = gf_cuda_const(src, (size_t)n * sizeof(float)), one = 1.0f;
+    GF_CUBLAS_NOTE(gf_cublas.saxpy(rt.blas, (int)n, &one, c, 1, dst, 1));
 }
 
 /* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then

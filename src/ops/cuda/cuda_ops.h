@@ -21,6 +21,7 @@ gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b)
 gf_tensor *gf_add_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
                              const int64_t *ids_shape);
+void gf_embedding_feed_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt);
 gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x);
 gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b, const int64_t *offsets,
@@ -45,6 +46,7 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_linear_cuda(...) gf_no_cuda_op("linear")
 #define gf_add_cuda(...) gf_no_cuda_op("add")
 #define gf_embedding_cuda(...) gf_no_cuda_op("embedding")
+#define gf_embedding_feed_cuda(...) ((void)gf_no_cuda_op("embedding"))
 #define gf_layernorm_cuda(...) gf_no_cuda_op("layernorm")
 #define gf_gelu_cuda(...) gf_no_cuda_op("gelu")
 #define gf_plucker_mix_cuda(...) gf_no_cuda_op("plucker_mix")

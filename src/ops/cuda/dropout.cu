@@ -10,7 +10,8 @@
 #include "cu_util.cuh"
 
 __global__ static void dropout_fwd(float *y, uint8_t *keep, const float *x, int64_t N, int64_t per, int64_t nb,
-                                   int64_t row0, uint64_t key, float p, float scale) {
+                                   int64_t row0, uint64_t key, const uint64_t *key_dev, float p, float scale) {
+    if (key_dev) key = *key_dev; /* drawn before the step (gf_ctx_draw_keys): a replay reads the next */
     CU_FOR(i, N) {
         const int64_t j = i / per, e = i % per;
         const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
@@ -47,13 +48,22 @@ static const gf_op_def dropout_cuda = {"dropout", GF_FAM_ELEMWISE, dropout_backw
 gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p) {
     int64_t N = gf_tensor_numel(x), R = x->shape[0], per = R > 0 ? N / R : 0;
     int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
-    uint64_t key = gf_rng_u64(ctx->rng);
+    uint64_t key = 0;
+    const uint64_t *key_dev = NULL;
+    if (ctx->n_keys) {
+        GF_ASSERT(ctx->key_next < ctx->n_keys, "dropout: the step drew %d keys before it, and this is one more",
+                  ctx->n_keys);
+        key_dev = ctx->key_dev + ctx->key_next++;
+    } else {
+        key = gf_rng_u64(ctx->rng);
+    }
+    ctx->keys_drawn++;
     float scale = 1.0f / (1.0f - p);
     uint8_t *keep = (uint8_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)N); // (N)
     gf_tensor *y = cu_tensor_like(ctx, x);
     if (N > 0) {
-        dropout_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, keep, x->data, N, per, nb, row0, key, p,
-                                                                     scale);
+        dropout_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, keep, x->data, N, per, nb, row0, key,
+                                                                     key_dev, p, scale);
         GF_CUDA_LAUNCHED("dropout_fwd");
     }
     gf_tensor *in[1] = {x};

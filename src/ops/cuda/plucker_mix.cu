@@ -184,7 +184,7 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     pm_cuda_saved *sv = (pm_cuda_saved *)gf_arena_alloc(&ctx->arena, sizeof *sv);
     sv->pbar = gf_cuda_floats(ctx, BL * P);
     sv->norms = gf_cuda_floats(ctx, BL * NW);
-    sv->offs = (int64_t *)cu_stage(ctx, offsets, (size_t)NW * sizeof(int64_t));
+    sv->offs = (int64_t *)gf_cuda_const(offsets, (size_t)NW * sizeof(int64_t)); /* the layer's: every step's */
     const size_t smem = (size_t)(2 * R + 32 + 2 * P) * sizeof(float); /* pm_fwd's shared layout */
     cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
     pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, z->data, sv->offs, NW, L,
