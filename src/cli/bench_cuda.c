@@ -121,10 +121,10 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
 
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { return s->ctx.cuda ? s->ctx.cuda->n_mallocs : 0; }
 
-void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[4]) {
+void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) {
     const gf_cuda_graph *g = s->graph;
     counts[0] = g ? g->n_launched : 0, counts[1] = g ? g->n_instantiated : 0;
-    counts[2] = g ? g->n_updated : 0, counts[3] = g ? g->n_redone : 0;
+    counts[2] = g ? g->n_updated : 0, counts[3] = g ? g->n_redone : 0, counts[4] = g ? g->n_replayed : 0;
 }
 
 /* ---- the phase clock ---- */
@@ -247,7 +247,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
     return no_cuda();
 }
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { (void)s; return 0; }
-void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[4]) { (void)s; memset(counts, 0, 4 * sizeof counts[0]); }
+void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) { (void)s; memset(counts, 0, 5 * sizeof counts[0]); }
 gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) { (void)s; *out = NULL; return no_cuda(); }
 gf_status gf_bench_clock_start(gf_bench_clock *c) { (void)c; return no_cuda(); }
 gf_status gf_bench_clock_stop(gf_bench_clock *c, double *fwd, double *bwd, double *upd) {

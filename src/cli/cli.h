@@ -95,7 +95,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const struct gf_sessi
 int64_t gf_bench_gpu_mallocs(const struct gf_session *s);
 /* the session's CUDA graph so far: launched, instantiated, updated in place, captures dropped and
  * run again uncaptured (gf_cuda_graph, gflow/cuda.h); zeros before the first capture */
-void gf_bench_gpu_graphs(const struct gf_session *s, int64_t counts[4]);
+void gf_bench_gpu_graphs(const struct gf_session *s, int64_t counts[5]);
 /* The phases of gf_train_step by CUDA events: open (wraps the session's task table), then per
  * step start, gf_train_step, stop (waits for the step; seconds per phase); close restores it. */
 typedef struct gf_bench_clock gf_bench_clock;

@@ -53,7 +53,7 @@ typedef struct bench_times {
 /* GPU: the steps queued as the trainer queues them (time_queued) */
 typedef struct bench_queued {
     double wall, host; /* from the first push to the last read-back; of it, in gf_train_step */
-    int64_t graphs0[4], graphs1[4]; /* gf_bench_gpu_graphs before and after */
+    int64_t graphs0[5], graphs1[5]; /* gf_bench_gpu_graphs before and after */
 } bench_queued;
 
 enum { O_STEPS = 1, O_WARMUP, O_THREADS, O_SEQ_LEN, O_BATCH, O_SET, O_NO_PROFILE, O_PEAK_N, O_TF32, O_GENERATE,
@@ -265,15 +265,17 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
         printf("queued_ms_per_step: %.3f (%lld more steps pushed as gflow train pushes them: no wait per step, the "
                "records read back every %d steps and after the last)\n", 1e3 * q->wall / (double)steps,
                (long long)steps, GF_STEP_RING);
-        /* the host's pass (tape, ops' host work, capture and graph update) against the GPU's:
-         * as long as a queued step, it is what limits it (docs/cuda.md, "Next slices") */
-        printf("queued_host_ms_per_step: %.3f (the host's time pushing one of them: its forward and backward pass, "
-               "the capture and the graph update; the GPU waits for the host when this is as long as "
-               "queued_ms_per_step)\n", 1e3 * q->host / (double)steps);
+        /* the host's pass (a captured step: tape, ops' host work, capture and graph update; a
+         * replayed one: its feed) against the GPU's: as long as a queued step, it is what limits it
+         * (docs/cuda.md, "Measuring it") */
+        printf("queued_host_ms_per_step: %.3f (the host's time pushing one of them: its feed, then its forward and "
+               "backward pass with the capture and the graph update, or the replay of the graph; the GPU waits for "
+               "the host when this is as long as queued_ms_per_step)\n", 1e3 * q->host / (double)steps);
         if (s->r.run.cuda_graph)
-            printf("cuda_graphs: %lld launched, %lld instantiated, %lld updated in place, %lld captures dropped and "
-                   "run uncaptured (in the queued steps)\n", (long long)(b[0] - a[0]), (long long)(b[1] - a[1]),
-                   (long long)(b[2] - a[2]), (long long)(b[3] - a[3]));
+            printf("cuda_graphs: %lld launched, %lld instantiated, %lld updated in place, %lld replayed without the "
+                   "host's pass, %lld captures dropped and run uncaptured (in the queued steps)\n",
+                   (long long)(b[0] - a[0]), (long long)(b[1] - a[1]), (long long)(b[2] - a[2]),
+                   (long long)(b[4] - a[4]), (long long)(b[3] - a[3]));
         else
             printf("cuda_graphs: off ([run] cuda_graph = false)\n");
     }

@@ -55,8 +55,9 @@ const gf_recipe_key gf_recipe_schema[] = {
       "faster, about 1e-3 relative error per product); ignored on the CPU."),
     K(run, cuda_graph, BOOL, "true", 0, 0, PLACEMENT, 0,
       "cuda: each training step after the first is captured as a CUDA graph and launched as one (the same "
-      "bits; the step's kernels reach the GPU in one launch); false launches them one by one. Ignored on the "
-      "CPU. May change when the run resumes."),
+      "bits; the step's kernels reach the GPU in one launch); a language model's graph is captured once and "
+      "replayed on the next steps of its shape, without the host's pass; false launches the kernels one by "
+      "one. Ignored on the CPU. May change when the run resumes."),
     K(run, precision, ENUM, "fp32", 0, 0, 0, e_precision,
       "Inputs of the matrix products (linear layers, the Plücker projection, the tied head): fp32, or bf16 "
       "(rounded to bfloat16, accumulated and returned in fp32: oneDNN on a CPU with AMX or AVX512-BF16, "

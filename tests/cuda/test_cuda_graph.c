@@ -60,7 +60,7 @@ static const gf_task_ops *inner_task;
 static size_t extra_bytes;
 static int64_t graph_forwards;
 static int64_t feed_bumped(gf_session *s, int64_t lo, int64_t n) {
-    return inner_task->feed_rows(s, lo, n) + (extra_bytes ? 1000000 : 0);
+    return inner_task->feed_rows(s, lo, n) + (extra_bytes >= ((size_t)1 << 20) ? 1000000 : 0);
 }
 static gf_tensor *forward_staging_more(gf_session *s, int64_t lo, int64_t n) {
     graph_forwards += s->r.run.cuda_graph;
@@ -75,8 +75,11 @@ static gf_tensor *forward_staging_more(gf_session *s, int64_t lo, int64_t n) {
 /* K deferred steps in two sessions, [1] captured; flushed when the ring is full, around the
  * poisoned step and at the end; the records compared bit for bit at each flush */
 GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
-    enum { K = 26, POISON = 9, MORE = 5, MORE_AGAIN = 13, ALLOC = 22 };
+    enum { K = 26, POISON = 9, MORE = 5, MORE_AGAIN = 13, ALLOC = 25 };
     int64_t replays_after_alloc = -1;
+    /* a small extra copy staged inside a capture (the key unchanged): that graph holds a copy of
+     * the step's, so the next step of the same key is captured again, and the one after replays */
+    int64_t staged_at = -1, replays_after_staged[2] = {-1, -1}, prev_rows = 0;
     gf_session s[2];
     int64_t items[2], B = 8;
     open_gpu(&s[0], 0, B, &items[0]);
@@ -121,6 +124,12 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
         gf_step_out out;
         /* 1 MiB more: the arena grows, the staging overflows (dropped, run again); later it fits */
         extra_bytes = step == MORE || step == MORE_AGAIN ? (size_t)1 << 20 : 0;
+        /* the first full batch after a partial one past step 16: captured (its key is new) */
+        if (staged_at < 0 && step > 16 && rows[0] == B && prev_rows < B) {
+            staged_at = step;
+            extra_bytes = 64;
+        }
+        prev_rows = rows[0];
         GF_REQUIRE_OK(gf_train_step(&s[0], &st[0], &ac, &in, &out));
 #ifdef GF_CUDA_EMULATOR
         const unsigned long waits0 = gf_emu_waits();
@@ -135,6 +144,8 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
         }
         GF_REQUIRE_OK(gf_train_step(&s[1], &st[1], &ac, &in, &out));
         if (step == ALLOC) replays_after_alloc = s[1].graph ? s[1].graph->n_replayed - replays : -1;
+        if (staged_at >= 0 && (step == staged_at + 1 || step == staged_at + 2) && rows[0] == B)
+            replays_after_staged[step - staged_at - 1] = s[1].graph ? s[1].graph->n_replayed - replays : -1;
 #ifdef GF_CUDA_EMULATOR /* a captured step: one graph launch, no wait */
         const unsigned long waits = gf_emu_waits() - waits0;
         if (step >= 2 && step != MORE) /* (the step that grows the arena waits for the stream to free it) */
@@ -183,8 +194,11 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
                     (long long)(1 + g->n_instantiated + g->n_updated + 2 * g->n_redone),
                     (long long)(g->n_instantiated + g->n_updated), (long long)g->n_redone);
     GF_CHECK(replays_after_alloc == 0, "a step after a cudaMalloc replayed the graph captured before it");
-#ifdef GF_CUDA_EMULATOR /* updated in place but for the step with the extra copy and the one after */
-    GF_CHECK(g && g->n_instantiated == 3, "%lld graphs instantiated (3)", g ? (long long)g->n_instantiated : -1LL);
+    GF_CHECK(staged_at >= 0 && replays_after_staged[0] == 0 && replays_after_staged[1] == 1,
+             "after step %lld, whose capture staged a copy: %lld and %lld replays in the next two full steps (0, 1)",
+             (long long)staged_at + 1, (long long)replays_after_staged[0], (long long)replays_after_staged[1]);
+#ifdef GF_CUDA_EMULATOR /* updated in place but for the steps with an extra copy and the ones after */
+    GF_CHECK(g && g->n_instantiated == 5, "%lld graphs instantiated (5)", g ? (long long)g->n_instantiated : -1LL);
 #endif
     GF_CHECK(!s[0].graph, "cuda_graph = false made a graph");
     printf("  %d steps (%d partial, 1 skipped, 1 run again): %lld graphs instantiated, %lld updated in place, %lld "
