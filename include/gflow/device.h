@@ -79,6 +79,12 @@ void gf_ctx_draw_keys(struct gf_ctx *ctx, int32_t n);
 /* cudaMalloc and cudaFree calls so far, the runtime's and ctx's arena's: a graph captured when it
  * read N holds device addresses that still hold while it reads N (0 without CUDA) */
 int64_t gf_ctx_device_allocs(const struct gf_ctx *ctx);
+/* bytes of ctx's device step arena in use (0 without one) */
+size_t gf_ctx_device_used(const struct gf_ctx *ctx);
+/* A replayed step: the arena memory its graph's capture used (`used` bytes of the first chunk,
+ * where a captured step's allocations all are) handed out again, after the feed's, so that
+ * nothing else of the step is placed there while the graph's kernels use it. */
+void gf_ctx_device_hold(struct gf_ctx *ctx, size_t used);
 /* copies staged while the stream captured, so far (in a graph, which a replay would read stale) */
 int64_t gf_ctx_captured_stages(const struct gf_ctx *ctx);
 /* The training step as a CUDA graph (docs/cuda.md "CUDA graphs"): gf_cuda_graph_begin starts

@@ -34,6 +34,7 @@ typedef struct gf_session {
      * its rows, the task's feed signature, gf_ctx_device_allocs and the dropout keys drawn */
     int replayable;
     int64_t graph_key[4];
+    size_t graph_arena;      /* device arena bytes its capture used (held again by a replay) */
 } gf_session;
 
 /* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible

@@ -101,6 +101,7 @@ static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_c
     if (graph && s->replayable && key[1] >= 0 && !memcmp(key, s->graph_key, sizeof key)) {
         /* captured once: the same kernels on this step's inputs, without the host's pass */
         *t_fwd = gf_time_now();
+        gf_ctx_device_hold(&s->ctx, s->graph_arena);
         st = gf_cuda_graph_replay(s->graph);
         if (!st) gf_step_queue_push_replayed(s->queue);
         gf_ctx_reset(&s->ctx);
@@ -127,6 +128,7 @@ static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_c
         /* nothing of the batch staged inside the capture: all of it came from the feed */
         s->replayable = graph && key[1] >= 0 && gf_ctx_captured_stages(&s->ctx) == staged;
         memcpy(s->graph_key, key, sizeof key);
+        s->graph_arena = gf_ctx_device_used(&s->ctx);
     }
     gf_ctx_reset(&s->ctx);
     return st;

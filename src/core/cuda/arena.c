@@ -202,6 +202,18 @@ void gf_ctx_draw_keys(gf_ctx *ctx, int32_t n) {
     ctx->key_next = 0;
 }
 
+size_t gf_ctx_device_used(const gf_ctx *ctx) { return ctx->cuda ? ctx->cuda->used : 0; }
+
+void gf_ctx_device_hold(gf_ctx *ctx, size_t used) {
+    gf_cuda_arena *a = ctx->cuda;
+    GF_ASSERT(a && a->head == a->first && a->used <= used && used <= a->first->cap,
+              "gf_ctx_device_hold: %zu bytes of the first chunk (%zu used, %zu there)", used, a ? a->used : 0,
+              a ? a->first->cap : 0);
+    FENCE_UNPOISON(a->first->base + a->used, used - a->used);
+    a->first->used = used;
+    a->used = used;
+}
+
 int64_t gf_ctx_device_allocs(const gf_ctx *ctx) { return gf_cuda_allocs() + (ctx->cuda ? ctx->cuda->n_mallocs : 0); }
 
 int64_t gf_ctx_captured_stages(const gf_ctx *ctx) { return ctx->cuda ? ctx->cuda->n_captured_stages : 0; }
