@@ -94,7 +94,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const struct gf_sessi
 /* cudaMalloc calls of the session's device step arena so far */
 int64_t gf_bench_gpu_mallocs(const struct gf_session *s);
 /* the session's CUDA graph so far: launched, instantiated, updated in place, captures dropped and
- * run again uncaptured (gf_cuda_graph, gflow/cuda.h); zeros before the first capture */
+ * run again uncaptured, replayed (gf_cuda_graph, gflow/cuda.h); zeros before the first capture */
 void gf_bench_gpu_graphs(const struct gf_session *s, int64_t counts[5]);
 /* The phases of gf_train_step by CUDA events: open (wraps the session's task table), then per
  * step start, gf_train_step, stop (waits for the step; seconds per phase); close restores it. */

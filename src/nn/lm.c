@@ -107,7 +107,15 @@ int64_t gf_lm_feed(gf_lm *m, gf_ctx *ctx, const int32_t *windows, int64_t B, int
     split_windows(ctx, windows, B, L, &f->inp, &f->tgt);
     gf_embedding_feed(ctx, m->tok_emb, f->inp, B * L);
     gf_ctx_feed(ctx, f->tgt, (size_t)(B * L) * sizeof(int32_t));
-    for (int64_t i = 0; i < B * L; i++) f->counted += f->tgt[i] >= 0;
+    /* the loss's rule (ignore_index -1, else in [0, V)), checked here too: a replayed step runs no
+     * forward that would check it */
+    const int64_t V = m->tok_emb->shape[0];
+    for (int64_t i = 0; i < B * L; i++) {
+        if (f->tgt[i] == -1) continue;
+        GF_ASSERT(f->tgt[i] >= 0 && f->tgt[i] < V, "head_ce: target %d at row %lld outside [0, %lld)", f->tgt[i],
+                  (long long)i, (long long)V);
+        f->counted++;
+    }
     return f->counted;
 }
 

@@ -80,9 +80,9 @@ static gf_status feed_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cf
     GF_TRY(gf_step_queue_prepare(s->queue, opt, cfg, in->lr, in->clip, in->stop_nonfinite));
     key[0] = in->n;
     key[1] = s->task->feed_rows ? s->task->feed_rows(s, in->lo, in->n) : -1;
-    if (s->device_steps > 0 && s->step_keys > 0) gf_ctx_draw_keys(&s->ctx, s->step_keys);
+    if (s->device_steps > 0 && s->step_keys > 0 && s->ctx.training) gf_ctx_draw_keys(&s->ctx, s->step_keys);
     key[2] = gf_ctx_device_allocs(&s->ctx);
-    key[3] = s->step_keys;
+    key[3] = s->ctx.n_keys;
     return GF_OK;
 }
 
@@ -108,7 +108,10 @@ static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_c
         return st;
     }
     const int64_t staged = gf_ctx_captured_stages(&s->ctx);
-    if (graph) GF_TRY(gf_cuda_graph_begin());
+    if (graph && (st = gf_cuda_graph_begin())) {
+        gf_ctx_reset(&s->ctx);
+        return st;
+    }
     gf_params_zero_grad(s->params);
     gf_tensor *loss = gf_session_forward_rows(s, in->lo, in->n);
     *t_fwd = gf_time_now();
@@ -125,8 +128,9 @@ static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_c
     }
     if (!st && !*redo) {
         if (s->device_steps == 0) s->step_keys = keys;
-        /* nothing of the batch staged inside the capture: all of it came from the feed */
-        s->replayable = graph && key[1] >= 0 && gf_ctx_captured_stages(&s->ctx) == staged;
+        /* nothing of the batch staged inside the capture: all of it came from the feed, and every
+         * dropout key (none drawn inside it, where it would be a kernel argument) */
+        s->replayable = graph && key[1] >= 0 && gf_ctx_captured_stages(&s->ctx) == staged && keys == s->ctx.n_keys;
         memcpy(s->graph_key, key, sizeof key);
         s->graph_arena = gf_ctx_device_used(&s->ctx);
     }
@@ -137,8 +141,9 @@ static gf_status queue_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_c
 /* The GPU step: queued, nothing read back (gf_train_step's comment) */
 static gf_status device_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cfg *cfg, const gf_step_in *in,
                              gf_step_out *out) {
-    GF_ASSERT(gf_dist_size() == 1 && in->n == in->rows && in->n > 0, "gf_train_step: a GPU step of %lld of %lld rows",
-              (long long)in->n, (long long)in->rows);
+    GF_ASSERT(gf_dist_size() == 1 && in->lo == 0 && in->n == in->rows && in->n > 0,
+              "gf_train_step: a GPU step of rows %lld.. (%lld of %lld)", (long long)in->lo, (long long)in->n,
+              (long long)in->rows);
     GF_ASSERT(in->defer || gf_train_pending(s) == 0, "gf_train_step: %d deferred steps not flushed",
               gf_train_pending(s));
     if (!s->queue) GF_TRY(gf_step_queue_open(&s->queue));

@@ -91,7 +91,9 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
     gf_tensor *in[1] = {table};
     gf_node *n = gf_tape_record(ctx, &embedding_cuda, y, 1, in);
     if (n) {
-        n->aux = fed && fed->aux ? fed->aux : sort_rows_by_id(ctx, ids, cnt, V);
+        /* the fed index is of exactly these ids (not of a longer array they begin) */
+        const int whole = fed && fed->aux && fed->bytes == (size_t)cnt * sizeof(int32_t);
+        n->aux = whole ? fed->aux : sort_rows_by_id(ctx, ids, cnt, V);
         n->ip[0] = cnt;
         n->ip[1] = emb_umax(cnt, V);
     }
