@@ -219,6 +219,46 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
     gf_session_close(&s[0]);
 }
 
+/* A first step without dropout (ctx->training off: no keys counted), then steps with it: their
+ * dropout draws its keys itself, inside the capture, as kernel arguments, so no graph of them may
+ * be replayed (it would repeat the captured step's masks). Every step is captured, and the losses
+ * and weights are those of the same steps without graphs. */
+GF_TEST(cuda, graph_with_keys_drawn_inside_is_not_replayed) {
+    enum { K = 6 };
+    gf_session s[2];
+    int64_t items[2], B = 4;
+    open_gpu(&s[0], 0, B, &items[0]);
+    open_gpu(&s[1], 1, B, &items[1]);
+    gf_adamw_cfg ac;
+    gf_schedule_cfg sch;
+    gf_recipe_optim_cfg(&s[0].r, &ac, &sch);
+    gf_adamw_state st[2];
+    for (int i = 0; i < 2; i++) gf_adamw_reset(s[i].params, &st[i]);
+    float loss[2][K];
+    for (int64_t step = 0; step < K; step++) {
+        for (int i = 0; i < 2; i++) {
+            int64_t rows = 0;
+            GF_REQUIRE_OK(gf_session_next(&s[i], &rows));
+            if (rows == 0) GF_REQUIRE_OK(gf_session_next(&s[i], &rows));
+            GF_REQUIRE(rows == B, "step %lld: %lld rows (%lld)", (long long)step + 1, (long long)rows, (long long)B);
+            s[i].ctx.training = step > 0;
+            gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = s[i].r.optim.clip, .lr = 1e-3};
+            gf_step_out out;
+            GF_REQUIRE_OK(gf_train_step(&s[i], &st[i], &ac, &in, &out));
+            loss[i][step] = out.loss;
+        }
+        GF_CHECK(!memcmp(&loss[0][step], &loss[1][step], sizeof(float)), "step %lld: loss %.9g (graph), %.9g",
+                 (long long)step + 1, (double)loss[1][step], (double)loss[0][step]);
+    }
+    same_blocks("after the steps", s[1].params, s[0].params);
+    const gf_cuda_graph *g = s[1].graph;
+    if (!gf_cuda_sync_mode())
+        GF_CHECK(g && g->n_launched == K - 1 && g->n_replayed == 0, "graphs: %lld launched (%d), %lld replayed (0)",
+                 g ? (long long)g->n_launched : -1LL, K - 1, g ? (long long)g->n_replayed : -1LL);
+    gf_session_close(&s[1]);
+    gf_session_close(&s[0]);
+}
+
 /* a forward that reads its loss back: a host wait inside the step */
 static gf_tensor *syncing_forward(gf_session *s, int64_t lo, int64_t n) {
     gf_tensor *loss = inner_task->forward_rows(s, lo, n);
