@@ -110,10 +110,15 @@ void *gf_cuda_scratch(size_t bytes);
 /* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
 gf_status gf_cuda_malloc(void **p, size_t bytes);
 void gf_cuda_free(void *p);
-/* cudaMalloc and cudaFree calls so far outside the step arena (gf_cuda_malloc, gf_cuda_free, the
- * scratch, gf_cuda_const): a graph captured when it read N holds addresses that still hold while
- * it reads N (the arena's own: gf_cuda_arena.n_mallocs) */
+/* Every cudaMalloc and cudaFree of gflow (these two, the scratch, gf_cuda_const, cuBLAS's
+ * workspace, the step arena's chunks) is counted: gf_cuda_allocs, the calls so far (a graph
+ * captured when it read N holds addresses that still hold while it reads N); gf_cuda_mem_held,
+ * the bytes held now; gf_cuda_mem_peak, the most held at once since gf_cuda_mem_peak_reset (or
+ * the start). The CUDA context's own memory is not among them. */
 int64_t gf_cuda_allocs(void);
+size_t gf_cuda_mem_held(void);
+size_t gf_cuda_mem_peak(void);
+void gf_cuda_mem_peak_reset(void);
 /* A device copy of `bytes` the same at every step (the backward's seed, a layer's offsets): one
  * per distinct content, made at its first request (outside any capture: one that meets new bytes
  * is dropped and run again) and kept until the process ends, so a graph that reads it can be

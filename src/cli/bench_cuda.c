@@ -116,10 +116,17 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
     printf("device_used_mb: %.1f of %.1f (cudaMemGetInfo: the whole GPU, CUDA context and cuBLAS workspace "
            "included)\n", (double)used / MIB, (double)total / MIB);
     printf("device_arena_mallocs_timed: %lld\n", (long long)mallocs_timed);
+    /* torch.cuda.max_memory_allocated's counterpart (tools/bench_torch.py): a true peak, counted at
+     * every cudaMalloc and cudaFree gflow makes, not a snapshot */
+    printf("peak_device_mb: %.1f (the most device memory gflow held at once from the first timed step to the last "
+           "queued one: parameters, gradients, AdamW moments, the step arena, scratch, cuBLAS's workspace; the "
+           "CUDA context not included)\n", (double)gf_cuda_mem_peak() / MIB);
     return GF_OK;
 }
 
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { return s->ctx.cuda ? s->ctx.cuda->n_mallocs : 0; }
+
+void gf_bench_gpu_peak_reset(void) { gf_cuda_mem_peak_reset(); }
 
 void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) {
     const gf_cuda_graph *g = s->graph;
@@ -247,6 +254,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
     return no_cuda();
 }
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { (void)s; return 0; }
+void gf_bench_gpu_peak_reset(void) {}
 void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) { (void)s; memset(counts, 0, 5 * sizeof counts[0]); }
 gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) { (void)s; *out = NULL; return no_cuda(); }
 gf_status gf_bench_clock_start(gf_bench_clock *c) { (void)c; return no_cuda(); }

@@ -93,6 +93,8 @@ void gf_bench_gpu_print_mfu(const gf_bench_gpu *g, double gflops);
 gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const struct gf_session *s, int64_t mallocs_timed);
 /* cudaMalloc calls of the session's device step arena so far */
 int64_t gf_bench_gpu_mallocs(const struct gf_session *s);
+/* the high-water mark of gflow's device memory from now on (gf_cuda_mem_peak_reset) */
+void gf_bench_gpu_peak_reset(void);
 /* the session's CUDA graph so far: launched, instantiated, updated in place, captures dropped and
  * run again uncaptured, replayed (gf_cuda_graph, gflow/cuda.h); zeros before the first capture */
 void gf_bench_gpu_graphs(const struct gf_session *s, int64_t counts[5]);

@@ -190,6 +190,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
             memset(&s->ctx.prof, 0, sizeof s->ctx.prof);
             mallocs_before = s->ctx.arena.n_chunk_allocs;
             dev_mallocs_before = gf_bench_gpu_mallocs(s);
+            gf_bench_gpu_peak_reset();
             cpu0 = cpu_now();
             flt0 = minor_faults();
         }

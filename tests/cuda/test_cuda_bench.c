@@ -148,6 +148,9 @@ GF_TEST(cuda, bench_on_gpu) {
         /* the host's share of the queued steps: part of their wall time */
         const double qh = field(out, "queued_host_ms_per_step"), qw = field(out, "queued_ms_per_step");
         GF_CHECK(qh > 0 && qh <= qw, "queued_host_ms_per_step %g, queued_ms_per_step %g", qh, qw);
+        /* the true peak holds at least the arena's high-water mark */
+        GF_CHECK(field(out, "peak_device_mb") >= field(out, "device_arena_mb") && field(out, "peak_device_mb") > 0,
+                 "peak_device_mb %g, device_arena_mb %g", field(out, "peak_device_mb"), field(out, "device_arena_mb"));
     }
     free(out);
 }

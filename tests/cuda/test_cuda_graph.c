@@ -259,6 +259,53 @@ GF_TEST(cuda, graph_with_keys_drawn_inside_is_not_replayed) {
     gf_session_close(&s[0]);
 }
 
+/* gflow's device memory (gf_cuda_mem_held, gf_cuda_mem_peak: gflow bench's peak_device_mb) is
+ * counted at every cudaMalloc and cudaFree it makes: with a GPU session open and trained for a
+ * few steps (parameters, the queue, the step arena, scratch, constants), the bytes it holds have
+ * grown by what the emulator's device memory has; a buffer allocated and freed raises the peak by
+ * its size, which the held bytes then do not show; a reset brings the peak to the held bytes. */
+GF_TEST(cuda, device_memory_counted_at_every_malloc) {
+    const size_t held0 = gf_cuda_mem_held();
+#ifdef GF_CUDA_EMULATOR
+    const size_t emu0 = gf_emu_device_bytes();
+#endif
+    gf_session s;
+    int64_t items, B = 4;
+    open_gpu(&s, 1, B, &items);
+    gf_adamw_cfg ac;
+    gf_schedule_cfg sch;
+    gf_recipe_optim_cfg(&s.r, &ac, &sch);
+    gf_adamw_state st;
+    gf_adamw_reset(s.params, &st);
+    for (int step = 0; step < 3; step++) {
+        int64_t rows = 0;
+        GF_REQUIRE_OK(gf_session_next(&s, &rows));
+        if (rows == 0) GF_REQUIRE_OK(gf_session_next(&s, &rows));
+        gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = s.r.optim.clip, .lr = 1e-3};
+        gf_step_out out;
+        GF_REQUIRE_OK(gf_train_step(&s, &st, &ac, &in, &out));
+    }
+    const size_t grew = gf_cuda_mem_held() - held0;
+    const size_t floor = (size_t)s.params->n * 4 * sizeof(float) + s.ctx.cuda->high_water;
+    GF_CHECK(grew >= floor, "held %zu bytes more with the session open, less than parameters x 4 and the arena (%zu)",
+             grew, floor);
+#ifdef GF_CUDA_EMULATOR
+    GF_CHECK(gf_emu_device_bytes() - emu0 == grew, "the emulator holds %zu bytes more, gflow counted %zu",
+             gf_emu_device_bytes() - emu0, grew);
+#endif
+    gf_cuda_mem_peak_reset();
+    const size_t held = gf_cuda_mem_held(), big = (size_t)8 << 20;
+    void *p = NULL;
+    GF_REQUIRE_OK(gf_cuda_malloc(&p, big));
+    gf_cuda_free(p);
+    GF_CHECK(gf_cuda_mem_held() == held && gf_cuda_mem_peak() == held + big,
+             "after 8 MiB allocated and freed: held %zu (%zu), peak %zu (%zu)", gf_cuda_mem_held(), held,
+             gf_cuda_mem_peak(), held + big);
+    gf_cuda_mem_peak_reset();
+    GF_CHECK(gf_cuda_mem_peak() == held, "peak %zu after a reset, held %zu", gf_cuda_mem_peak(), held);
+    gf_session_close(&s);
+}
+
 /* a forward that reads its loss back: a host wait inside the step */
 static gf_tensor *syncing_forward(gf_session *s, int64_t lo, int64_t n) {
     gf_tensor *loss = inner_task->forward_rows(s, lo, n);

@@ -70,7 +70,7 @@ static unsigned reduce_blocks(int64_t n) {
 
 static gf_status scratch_ready(void) {
     GF_TRY(gf_cuda_init());
-    if (!scratch) GF_CUDA_TRY(cudaMalloc((void **)&scratch, (GF_SUMSQ_BLOCKS + 1) * sizeof(double)));
+    if (!scratch) GF_TRY(gf_cuda_malloc((void **)&scratch, (GF_SUMSQ_BLOCKS + 1) * sizeof(double)));
     return GF_OK;
 }
 

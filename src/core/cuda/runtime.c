@@ -26,7 +26,10 @@ static struct {
     int capturing;         /* gf_cuda_graph_begin .. gf_cuda_graph_launch */
     int capture_dropped;   /* gf_cuda_capture_drop during it */
     char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
-    int64_t n_allocs;      /* cudaMalloc and cudaFree calls of the runtime (gf_cuda_allocs) */
+    int64_t n_allocs;      /* cudaMalloc and cudaFree calls (gf_cuda_allocs) */
+    struct gf_cuda_live { void *p; size_t bytes; } *live; /* gflow's device allocations now */
+    size_t n_live, cap_live;
+    size_t held, peak;     /* their bytes, and the most at once (gf_cuda_mem_peak) */
     struct gf_cuda_const_buf {
         struct gf_cuda_const_buf *next;
         size_t bytes;
@@ -220,6 +223,44 @@ void gf_cuda_probe(gf_cuda_info *info) {
     }
 }
 
+/* ---- gflow's device memory: every cudaMalloc and cudaFree of gflow is one of these two, which
+ * keep the bytes held and their high-water mark (gf_cuda_mem_peak) ---- */
+
+static cudaError_t dev_malloc(void **p, size_t bytes) {
+    *p = NULL;
+    rt.n_allocs++;
+    if (rt.n_live == rt.cap_live) {
+        size_t cap = rt.cap_live ? 2 * rt.cap_live : 64;
+        struct gf_cuda_live *l = realloc(rt.live, cap * sizeof *l);
+        if (!l) return cudaErrorMemoryAllocation;
+        rt.live = l;
+        rt.cap_live = cap;
+    }
+    bytes = bytes ? bytes : 1;
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) return e;
+    rt.live[rt.n_live++] = (struct gf_cuda_live){*p, bytes};
+    rt.held += bytes;
+    if (rt.held > rt.peak) rt.peak = rt.held;
+    return cudaSuccess;
+}
+
+static cudaError_t dev_free(void *p) {
+    if (!p) return cudaSuccess;
+    rt.n_allocs++;
+    for (size_t i = rt.n_live; i-- > 0;) /* the newest first: the arena's debug mode frees its last */
+        if (rt.live[i].p == p) {
+            rt.held -= rt.live[i].bytes;
+            rt.live[i] = rt.live[--rt.n_live];
+            break;
+        }
+    return cudaFree(p);
+}
+
+size_t gf_cuda_mem_held(void) { return rt.held; }
+size_t gf_cuda_mem_peak(void) { return rt.peak; }
+void gf_cuda_mem_peak_reset(void) { rt.peak = rt.held; }
+
 static gf_status init_once(void) {
     gf_cuda_info info;
     gf_cuda_probe(&info);
@@ -232,7 +273,7 @@ static gf_status init_once(void) {
     /* plain FP32: no TF32 tensor-core rounding unless a recipe asks for it (gf_cuda_tf32) */
     GF_CUBLAS_TRY(gf_cublas.set_math_mode(rt.blas, CUBLAS_DEFAULT_MATH));
     /* our own workspace, so cuBLAS allocates nothing during a step */
-    GF_CUDA_TRY(cudaMalloc(&rt.workspace, GF_CUBLAS_WORKSPACE));
+    GF_CUDA_TRY(dev_malloc(&rt.workspace, GF_CUBLAS_WORKSPACE));
     GF_CUBLAS_TRY(gf_cublas.set_workspace(rt.blas, rt.workspace, GF_CUBLAS_WORKSPACE));
     return GF_OK;
 }
@@ -266,8 +307,7 @@ cublasHandle_t gf_cuda_blas(void) {
 gf_status gf_cuda_malloc(void **p, size_t bytes) {
     *p = NULL;
     GF_TRY(gf_cuda_init());
-    rt.n_allocs++;
-    GF_CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
+    GF_CUDA_TRY(dev_malloc(p, bytes));
     return GF_OK;
 }
 
@@ -282,8 +322,7 @@ const void *gf_cuda_const(const void *host, size_t bytes) {
     c->bytes = bytes;
     const int captured = rt.capturing; /* a captured step that meets new bytes: dropped, run again */
     if (captured) gf_cuda_capture_drop();
-    rt.n_allocs++;
-    gf_status st = gf_cuda_status(cudaMalloc(&c->dev, bytes ? bytes : 1), "cudaMalloc(&c->dev)", __FILE__, __LINE__);
+    gf_status st = gf_cuda_status(dev_malloc(&c->dev, bytes), "cudaMalloc(&c->dev)", __FILE__, __LINE__);
     if (!st) st = gf_cuda_upload(c->dev, host, bytes); /* waits: the caller's bytes may go at once */
     if (captured) gf_cuda_capture_resume();
     if (st) gf_abort(__FILE__, __LINE__, "gf_cuda_const: %s", gf_last_error());
@@ -299,8 +338,7 @@ void *gf_cuda_scratch(size_t bytes) {
     gf_cuda_free(rt.scratch);
     rt.scratch = NULL, rt.scratch_bytes = 0;
     size_t want = (bytes + 255) & ~(size_t)255;
-    rt.n_allocs++;
-    cudaError_t e = cudaMalloc(&rt.scratch, want);
+    cudaError_t e = dev_malloc(&rt.scratch, want);
     if (captured) gf_cuda_capture_resume();
     if (e != cudaSuccess) {
         gf_cuda_note(e, "cudaMalloc(scratch)", __FILE__, __LINE__);
@@ -312,9 +350,7 @@ void *gf_cuda_scratch(size_t bytes) {
 }
 
 void gf_cuda_free(void *p) {
-    if (!p) return;
-    rt.n_allocs++;
-    gf_cuda_note(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
+    if (p) gf_cuda_note(dev_free(p), "cudaFree(p)", __FILE__, __LINE__);
 }
 
 gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes) {

@@ -409,6 +409,12 @@ static unsigned long counter(const unsigned long *c) {
     return *c;
 }
 unsigned long gf_emu_waits(void) { return counter(&host_waits); }
+size_t gf_emu_device_bytes(void) {
+    std::lock_guard<std::mutex> g(lock);
+    size_t n = 0;
+    for (const auto &a : allocs) n += a.second;
+    return n;
+}
 unsigned long gf_emu_pageable_uploads(void) { return counter(&pageable_uploads); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     if (flags & ~(unsigned)cudaEventDisableTiming) return cudaErrorInvalidValue;

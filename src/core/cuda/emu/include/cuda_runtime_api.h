@@ -134,6 +134,8 @@ void gf_emu_unpoison(const void *p, size_t bytes);
 unsigned long gf_emu_waits(void);
 /* Not CUDA: host-to-device copies from pageable (not cudaHostAlloc'd) memory so far. */
 unsigned long gf_emu_pageable_uploads(void);
+/* Not CUDA: the bytes asked for by the cudaMalloc calls not yet freed */
+size_t gf_emu_device_bytes(void);
 /* Not CUDA: graph launches so far, and the nodes of the last graph captured */
 unsigned long gf_emu_graph_launches(void);
 unsigned long gf_emu_graph_nodes(void);
