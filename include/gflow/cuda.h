@@ -111,11 +111,9 @@ void *gf_cuda_scratch(size_t bytes);
 gf_status gf_cuda_malloc(void **p, size_t bytes);
 void gf_cuda_free(void *p);
 /* Every cudaMalloc and cudaFree of gflow (these two, the scratch, gf_cuda_const, cuBLAS's
- * workspace, the step arena's chunks) is counted: gf_cuda_allocs, the calls so far (a graph
- * captured when it read N holds addresses that still hold while it reads N); gf_cuda_mem_held,
- * the bytes held now; gf_cuda_mem_peak, the most held at once since gf_cuda_mem_peak_reset (or
- * the start). The CUDA context's own memory is not among them. */
-int64_t gf_cuda_allocs(void);
+ * workspace, the step arena's chunks) is counted: gf_cuda_allocs (gflow/device.h), the calls so
+ * far; gf_cuda_mem_held, the bytes held now; gf_cuda_mem_peak, the most held at once since
+ * gf_cuda_mem_peak_reset (or the start). The CUDA context's own memory is not among them. */
 size_t gf_cuda_mem_held(void);
 size_t gf_cuda_mem_peak(void);
 void gf_cuda_mem_peak_reset(void);

@@ -76,10 +76,9 @@ void gf_ctx_feed(struct gf_ctx *ctx, const void *host, size_t bytes);
 /* n dropout keys drawn from ctx->rng now, in order, and copied to the step's device memory: the
  * step's GPU dropout ops take them in turn (ctx->key_dev) instead of drawing. */
 void gf_ctx_draw_keys(struct gf_ctx *ctx, int32_t n);
-/* gflow's cudaMalloc and cudaFree calls so far (its arenas' included: gf_cuda_allocs): a graph
- * captured when it read N holds device addresses that still hold while it reads N (0 without
- * CUDA) */
-int64_t gf_ctx_device_allocs(const struct gf_ctx *ctx);
+/* gflow's cudaMalloc and cudaFree calls so far (gflow/cuda.h counts them): a graph captured when
+ * it read N holds device addresses that still hold while it reads N (0 without CUDA) */
+int64_t gf_cuda_allocs(void);
 /* bytes of ctx's device step arena in use (0 without one) */
 size_t gf_ctx_device_used(const struct gf_ctx *ctx);
 /* A replayed step: the arena memory its graph's capture used (`used` bytes of the first chunk,

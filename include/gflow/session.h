@@ -31,7 +31,7 @@ typedef struct gf_session {
     int64_t device_steps;    /* GPU training steps so far: the first runs uncaptured (the arena's size) */
     int32_t step_keys;       /* dropout keys a training step draws (counted at the first GPU step) */
     /* graph holds the last captured step, and can be replayed on a step whose key is graph_key:
-     * its rows, the task's feed signature, gf_ctx_device_allocs and the dropout keys drawn */
+     * its rows, the task's feed signature, gf_cuda_allocs and the dropout keys drawn */
     int replayable;
     int64_t graph_key[4];
     size_t graph_arena;      /* device arena bytes its capture used (held again by a replay) */

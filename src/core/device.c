@@ -85,7 +85,7 @@ void gf_cuda_acc_const(struct gf_ctx *ctx, float *dst, const float *src, int64_t
 }
 void gf_ctx_feed(struct gf_ctx *ctx, const void *host, size_t bytes) { (void)ctx; (void)host; (void)bytes; }
 void gf_ctx_draw_keys(struct gf_ctx *ctx, int32_t n) { (void)ctx; (void)n; NO_CUDA(); }
-int64_t gf_ctx_device_allocs(const struct gf_ctx *ctx) { (void)ctx; return 0; }
+int64_t gf_cuda_allocs(void) { return 0; }
 size_t gf_ctx_device_used(const struct gf_ctx *ctx) { (void)ctx; return 0; }
 void gf_ctx_device_hold(struct gf_ctx *ctx, size_t used) { (void)ctx; (void)used; NO_CUDA(); }
 int64_t gf_ctx_captured_stages(const struct gf_ctx *ctx) { (void)ctx; return 0; }

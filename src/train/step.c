@@ -81,7 +81,7 @@ static gf_status feed_step(gf_session *s, gf_adamw_state *opt, const gf_adamw_cf
     key[0] = in->n;
     key[1] = s->task->feed_rows ? s->task->feed_rows(s, in->lo, in->n) : -1;
     if (s->device_steps > 0 && s->step_keys > 0 && s->ctx.training) gf_ctx_draw_keys(&s->ctx, s->step_keys);
-    key[2] = gf_ctx_device_allocs(&s->ctx);
+    key[2] = gf_cuda_allocs(); /* the arena's chunks among them */
     key[3] = s->ctx.n_keys;
     return GF_OK;
 }

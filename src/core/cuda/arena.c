@@ -214,11 +214,6 @@ void gf_ctx_device_hold(gf_ctx *ctx, size_t used) {
     a->used = used;
 }
 
-int64_t gf_ctx_device_allocs(const gf_ctx *ctx) {
-    (void)ctx; /* the arena's chunks are gf_cuda_malloc's too */
-    return gf_cuda_allocs();
-}
-
 int64_t gf_ctx_captured_stages(const gf_ctx *ctx) { return ctx->cuda ? ctx->cuda->n_captured_stages : 0; }
 
 /* the end of a step: mark the step's buffer, then make the next one ready for the next step */
