@@ -22,6 +22,8 @@ static int stats(const double *x, int n, double *mean, double *sd) {
 
 typedef struct row {
     int done, n;           /* finished seeds of n */
+    int failed;            /* seeds whose last attempt failed */
+    char error[512];       /* the first failed seed's error */
     int64_t resumable_step;/* an interrupted seed's step (-1: none) */
     double params, val, val_sd, test, test_sd, word, tok, delta;
     char epochs[256], steps[256];
@@ -42,7 +44,8 @@ static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
         int n = run->state == GF_ABLATE_DONE ? gf_run_summary_read(run->run_dir, &k) : 0;
         val[s] = test[s] = word[s] = tok[s] = NAN;
         if (!n) {
-            if (run->state == GF_ABLATE_RESUME) r->resumable_step = run->step_done;
+            if (run->failed && !r->failed++) snprintf(r->error, sizeof r->error, "%s", run->error);
+            else if (run->state == GF_ABLATE_RESUME) r->resumable_step = run->step_done;
             continue;
         }
         r->done++;
@@ -68,7 +71,9 @@ static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
 }
 
 static void status_text(const row *r, char *buf, size_t cap) {
-    if (r->done == r->n) snprintf(buf, cap, "done");
+    if (r->failed && r->n > 1) snprintf(buf, cap, "%d/%d seeds, %d failed", r->done, r->n, r->failed);
+    else if (r->failed) snprintf(buf, cap, "failed");
+    else if (r->done == r->n) snprintf(buf, cap, "done");
     else if (r->done) snprintf(buf, cap, "%d/%d seeds", r->done, r->n);
     else if (r->resumable_step >= 0) snprintf(buf, cap, "interrupted (step %lld)", (long long)r->resumable_step);
     else snprintf(buf, cap, "not run");
@@ -167,8 +172,9 @@ static void tsv_row(FILE *t, const gf_ablate_variant *v, const row *r) {
     num(word, sizeof word, r->word, "%.4f");
     num(delta, sizeof delta, r->delta, "%+.2f");
     num(tok, sizeof tok, r->tok, "%.0f");
-    fprintf(t, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v->name, status, r->done, r->n, params, val,
-            vsd, r->done ? r->epochs : "-", r->done ? r->steps : "-", test, tsd, word, delta, tok);
+    fprintf(t, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v->name, status, r->done, r->n, params,
+            val, vsd, r->done ? r->epochs : "-", r->done ? r->steps : "-", test, tsd, word, delta, tok,
+            r->failed ? r->error : "-");
 }
 
 static void md_head(FILE *m, const gf_ablation *a) {
@@ -239,6 +245,17 @@ static void md_builds(FILE *m, const gf_ablation *a, const row *rows) {
     fprintf(m, "\n");
 }
 
+/* Each failed run and its error, under the table. */
+static void md_failures(FILE *m, const gf_ablation *a) {
+    int any = 0;
+    for (int64_t i = 0; i < a->n_runs; i++) {
+        const gf_ablate_run *run = &a->runs[i];
+        if (!run->failed) continue;
+        if (!any++) fprintf(m, "\n**Failed runs** (`gflow ablate` again retries them):\n\n");
+        fprintf(m, "- `%s`: %s\n", run->run_dir + strlen(a->study_dir) + 1, run->error);
+    }
+}
+
 static gf_status write_summaries(const gf_ablation *a, const row *rows, const char *command) {
     char tpath[1200], mpath[1200];
     snprintf(tpath, sizeof tpath, "%s/summary.tsv", a->study_dir);
@@ -249,13 +266,14 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
     gf_status st = gf_atomic_fopen(&ma, mpath, &m);
     if (st) return gf_atomic_finish(&ta, st);
     fprintf(t, "variant\tstatus\tseeds\tparams\tbest_val_ppl\tbest_val_ppl_std\tbest_epoch\tbest_step\ttest_ppl\t"
-               "test_ppl_std\ttest_ppl_word\tdelta_vs_base_pct\ttokens_per_s\n");
+               "test_ppl_std\ttest_ppl_word\tdelta_vs_base_pct\ttokens_per_s\terror\n");
     md_head(m, a);
     for (int64_t vi = 0; vi < a->n_variants; vi++) {
         tsv_row(t, &a->variants[vi], &rows[vi]);
         md_row(m, a, vi, &rows[vi]);
     }
     md_builds(m, a, rows);
+    md_failures(m, a);
     fprintf(m, "\n![validation perplexity vs step](curves.png)\n\nRegenerate this file with `%s`.\n", command);
     /* both or neither: the .md goes in only once the .tsv did */
     st = gf_atomic_finish(&ta, GF_OK);
@@ -263,7 +281,7 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
 }
 
 gf_status gf_ablate_check_outputs(const gf_ablation *a) {
-    static const char *const outs[] = {"summary.tsv", "summary.md", "curves.tsv", "curves.png"};
+    static const char *const outs[] = {"summary.tsv", "summary.md", "curves.tsv", "curves.png", "failures.tsv"};
     const char *inputs[] = {a->path, a->base};
     char path[1200];
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {

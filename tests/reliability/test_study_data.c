@@ -1,0 +1,72 @@
+/* test_study_data.c — issue 48, items 7-12, through the real binary: a study survives a failing
+ * run (ablate), the evaluation batch is in the up-front memory estimate, `data fetch` from an
+ * empty mirror fails, a build-tree gflow's data directory is the source tree's, `compare` reads
+ * metrics.tsv strictly, and every text gflow reads follows one UTF-8 policy. */
+#include "gf_test.h"
+#include "rel_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* <tmp>/rel/NAME (a sibling of the runs directory) */
+static void rel_path(char *out, size_t cap, const char *name) {
+    snprintf(out, cap, "%s/../%s", rel_runs_dir(), name);
+}
+
+/* the line of a TSV file starting with "key\t" (a static buffer), NULL when absent */
+static const char *tsv_line(const char *path, const char *key) {
+    static char line[4096];
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t kl = strlen(key);
+    const char *hit = NULL;
+    while (!hit && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == '\t') hit = line;
+    fclose(f);
+    return hit;
+}
+
+/* Item 7: a variant that fails (lr 1e30: a non-finite loss) is reported with its error, the
+ * variants after it still run, the study exits 1; the summary says "failed" with the error (also
+ * when regenerated with --report); running the study again retries only the failed run. */
+GF_TEST(smoke, rel_ablate_failed_variant_does_not_stop_the_study) {
+    char abl[900], study[900], text[2000], tsv[1100], p[1200];
+    rel_path(abl, sizeof abl, "study-fail.ini");
+    rel_path(study, sizeof study, "study-fail");
+    snprintf(text, sizeof text,
+             "[ablation]\nname = st\nbase = %s\nout_dir = %s\n"
+             "[variant bad]\noptim.lr = 1e30\ntrain.max_steps = 10\n"
+             "[variant after]\ntrain.max_steps = 10\n",
+             rel_base_recipe(), study);
+    gf_test_write_file(abl, text, strlen(text));
+    const char *ab[] = {"ablate", abl, "--quiet", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, ab);
+    GF_CHECK(res.exit_code == 1, "a failed variant: exit %d, want 1; stderr: %s", res.exit_code, res.err);
+    GF_CHECK(strstr(res.err, "st/bad failed: ") && strstr(res.err, "non-finite"),
+             "stderr names the failed run and its error: %s", res.err);
+    snprintf(p, sizeof p, "%s/st/after/summary.tsv", study);
+    GF_CHECK(access(p, F_OK) == 0, "the variant after the failed one did not run: %s", res.err);
+    snprintf(tsv, sizeof tsv, "%s/st/summary.tsv", study);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *bad = tsv_line(tsv, "bad");
+        GF_CHECK(bad && !strncmp(bad, "bad\tfailed\t", 11) && strstr(bad, "non-finite"),
+                 "%s: the failed variant's row%s: %s", tsv, pass ? " after --report" : "", bad ? bad : "(none)");
+        const char *after = tsv_line(tsv, "after");
+        GF_CHECK(after && !strncmp(after, "after\tdone\t", 11), "the row after it: %s", after ? after : "(none)");
+        if (pass) break;
+        const char *rep[] = {"ablate", abl, "--report", "--quiet", NULL};
+        rel_gflow(&res, 0, rep);
+        GF_CHECK(res.exit_code == 0, "--report: exit %d, stderr: %s", res.exit_code, res.err);
+    }
+    /* again: base and after are finished, bad is retried (and fails again) */
+    const char *again[] = {"ablate", abl, NULL};
+    rel_gflow(&res, 0, again);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "st/bad: ") && strstr(res.err, "(it failed before: retrying)"),
+             "the re-run retries the failed run: exit %d, stderr: %s", res.exit_code, res.err);
+    GF_CHECK(strstr(res.err, "st/after: finished, skipped") && strstr(res.err, "st/base: finished, skipped"),
+             "the re-run skips the finished runs: %s", res.err);
+}
