@@ -70,3 +70,33 @@ GF_TEST(smoke, rel_ablate_failed_variant_does_not_stop_the_study) {
     GF_CHECK(strstr(res.err, "st/after: finished, skipped") && strstr(res.err, "st/base: finished, skipped"),
              "the re-run skips the finished runs: %s", res.err);
 }
+
+/* Item 8: the evaluation batch is in the up-front memory estimate. An [eval] batch_size whose
+ * batch cannot fit (beyond physical memory; under `ulimit -v` 2,000,000 KiB) exits 1 before the
+ * first step with one line naming the key, and leaves no run directory (before: 10 steps, then
+ * "error (no-memory): eval batch" naming no key, and a run directory that needed --overwrite). */
+static void check_eval_refused(const rel_limits *lim, const char *value, const char *name) {
+    char set[64], nset[64], dir[1000];
+    snprintf(set, sizeof set, "eval.batch_size=%s", value);
+    snprintf(nset, sizeof nset, "run.name=%s", name);
+    snprintf(dir, sizeof dir, "%s/%s", rel_runs_dir(), name);
+    const char *args[] = {"train", rel_base_recipe(), "--quiet", "--set", set, "--set", nset, NULL};
+    rel_result res;
+    rel_gflow_limited(&res, lim, args);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "[eval] batch_size") &&
+                 strstr(res.err, "evaluation batch"),
+             "eval.batch_size=%s: exit %d (signal %d), want 1 and one line naming [eval] batch_size: %s", value,
+             res.exit_code, res.signal, res.err);
+    GF_CHECK(access(dir, F_OK) != 0, "eval.batch_size=%s: the refused run left %s", value, dir);
+}
+
+GF_TEST(smoke, rel_eval_batch_memory_checked_before_first_step) {
+    rel_limits none = {.seconds = 120};
+    check_eval_refused(&none, "1000000000000", "huge-eval-batch");
+#if defined(__SANITIZE_ADDRESS__)
+    gf_test_skip("the RLIMIT_AS case: ASan reserves terabytes of address space");
+#else
+    rel_limits as = {.as_bytes = 2000000LL * 1024, .seconds = 120};
+    check_eval_refused(&as, "100000000", "big-eval-batch");
+#endif
+}
