@@ -100,3 +100,29 @@ GF_TEST(smoke, rel_eval_batch_memory_checked_before_first_step) {
     check_eval_refused(&as, "100000000", "big-eval-batch");
 #endif
 }
+
+/* Item 9: `gflow data fetch` from a mirror that holds none of the data set's splits exits 1 with
+ * a line saying nothing was fetched, naming the splits and the mirror (before: "done with 3
+ * MISSING split(s)", exit 0). */
+GF_TEST(smoke, rel_data_fetch_from_empty_mirror_fails) {
+    char mirror[900], dest[900];
+    rel_path(mirror, sizeof mirror, "empty-mirror");
+    rel_path(dest, sizeof dest, "fetch-dest");
+    mkdir(mirror, 0755);
+    const char *old = getenv("GFLOW_DATA_MIRROR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("GFLOW_DATA_MIRROR", mirror, 1);
+    const char *sets[][2] = {{"wikitext2", "wikitext-2/wiki.valid.tokens"}, {"snli", "snli_1.0/snli_1.0_dev.txt"}};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"data", "fetch", sets[i][0], dest, NULL};
+        rel_result res;
+        rel_gflow(&res, 0, args);
+        GF_CHECK(res.exit_code == 1 && strstr(res.err, "nothing fetched") && strstr(res.err, sets[i][1]) &&
+                     strstr(res.err, mirror),
+                 "fetch %s from an empty mirror: exit %d, want 1 naming the splits and the mirror: %s", sets[i][0],
+                 res.exit_code, res.err);
+    }
+    if (saved) setenv("GFLOW_DATA_MIRROR", saved, 1);
+    else unsetenv("GFLOW_DATA_MIRROR");
+    free(saved);
+}
