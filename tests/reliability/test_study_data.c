@@ -5,6 +5,7 @@
 #include "gf_test.h"
 #include "rel_util.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,4 +126,22 @@ GF_TEST(smoke, rel_data_fetch_from_empty_mirror_fails) {
     if (saved) setenv("GFLOW_DATA_MIRROR", saved, 1);
     else unsetenv("GFLOW_DATA_MIRROR");
     free(saved);
+}
+
+/* Item 10: a gflow in its build directory keeps its data in the source tree's datasets/, from any
+ * working directory, and `gflow data dir` prints it as an absolute path (before: "datasets/data",
+ * resolved against the working directory, where the tokenizer corpus was then "not found"). */
+GF_TEST(smoke, rel_data_dir_is_the_source_trees_from_any_cwd) {
+    char out[900], cmd[3000];
+    rel_path(out, sizeof out, "data-dir.out");
+    snprintf(cmd, sizeof cmd, "cd '%s' && env -u GFLOW_DATA_DIR '%s' data dir > '%s' 2>&1", rel_runs_dir(),
+             rel_gflow_exe(), out);
+    int st = system(cmd);
+    char *text = gf_test_slurp(out, NULL);
+    GF_REQUIRE(st == 0 && text, "gflow data dir: status %d: %s", st, text ? text : "");
+    char *src = realpath(gf_test_source_root(), NULL), want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "\ndata\t%s/datasets/data\ncache\t%s/datasets/cache\n", src ? src : "?", src ? src : "?");
+    GF_CHECK(strstr(text, want) != NULL, "from %s, want%s in: %s", rel_runs_dir(), want, text);
+    free(src);
+    free(text);
 }
