@@ -91,6 +91,7 @@ static void curve_row(const gf_metrics_row *r, void *user) {
     curve *c = user;
     if (c->failed || r->n_fields < 5 || strcmp(r->split, "valid")) return;
     double v = strtod(r->ppl, NULL);
+    if (!(v > 0) || !isfinite(v)) return; /* "-": no perplexity (an NLI run) */
     if (c->n && c->steps[c->n - 1] == r->step) { c->ppl[c->n - 1] = v; return; }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 64;
@@ -104,27 +105,32 @@ static void curve_row(const gf_metrics_row *r, void *user) {
     c->ppl[c->n++] = v;
 }
 
-static int read_curve(const char *dir, int64_t **steps, double **ppl) {
+/* a run's validation points into *steps, *ppl (*n of them; none without a metrics.tsv); a
+ * metrics.tsv that is not one is an error naming its line */
+static gf_status read_curve(const char *dir, int64_t **steps, double **ppl, int *n) {
     curve c = {0};
-    gf_run_metrics_scan(dir, curve_row, &c);
+    gf_status st = gf_run_metrics_scan(dir, curve_row, &c);
     *steps = c.steps;
     *ppl = c.ppl;
-    return c.n;
+    *n = c.n;
+    return st == GF_E_NOTFOUND ? GF_OK : st;
 }
 
 /* curves.tsv's text: one gnuplot data block per variant that has validation points (mean over
  * seeds at the steps every seed with data reached), counting the blocks, their variants in order.
  * Every line is a comment, a number pair or empty (a name's control characters become spaces),
  * so the plot can inline it as a datablock. */
-static void curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *block_variant) {
+static gf_status curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *block_variant) {
     int64_t per = a->n_seeds ? a->n_seeds : 1;
     *n_blocks = 0;
-    for (int64_t vi = 0; vi < a->n_variants; vi++) {
+    gf_status bad = GF_OK;
+    for (int64_t vi = 0; vi < a->n_variants && !bad; vi++) {
         int64_t *st[GF_RECIPE_LIST_MAX];
         double *pp[GF_RECIPE_LIST_MAX];
         int cnt[GF_RECIPE_LIST_MAX], with = 0, first = -1;
         for (int64_t s = 0; s < per; s++) {
-            cnt[s] = read_curve(a->runs[vi * per + s].run_dir, &st[s], &pp[s]);
+            gf_status rs = read_curve(a->runs[vi * per + s].run_dir, &st[s], &pp[s], &cnt[s]);
+            if (rs && !bad) bad = rs;
             if (cnt[s]) { with++; if (first < 0) first = (int)s; }
         }
         if (with) {
@@ -143,6 +149,7 @@ static void curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *b
         }
         for (int64_t s = 0; s < per; s++) { free(st[s]); free(pp[s]); }
     }
+    return bad;
 }
 
 /* writes <study>/curves.tsv; *text (freed by the caller) gets its bytes */
@@ -150,8 +157,9 @@ static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *bloc
     size_t len = 0;
     FILE *m = open_memstream(text, &len);
     if (!m) return gf_error_set(GF_E_NOMEM, "out of memory");
-    curves_text(a, m, n_blocks, block_variant);
-    if (fclose(m) != 0) return gf_error_set(GF_E_NOMEM, "out of memory");
+    gf_status st = curves_text(a, m, n_blocks, block_variant);
+    if (fclose(m) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "out of memory");
+    if (st) return st;
     char path[1200];
     snprintf(path, sizeof path, "%s/curves.tsv", a->study_dir);
     gf_atomic_file af;

@@ -145,3 +145,58 @@ GF_TEST(smoke, rel_data_dir_is_the_source_trees_from_any_cwd) {
     free(src);
     free(text);
 }
+
+/* Item 11: metrics.tsv is checked as it is read: `gflow compare` on a run whose metrics.tsv is
+ * garbage, or holds one bad row, exits 1 naming metrics.tsv:line (before: exit 0, and gnuplot's
+ * "Skipping data file with no valid points", naming no file); `ablate --report` likewise. A last
+ * line cut by a kill is not an error. */
+GF_TEST(smoke, rel_compare_checks_metrics_tsv) {
+    char good[1000], bad[1000], p[1100], png[1000], cmd[4000];
+    snprintf(good, sizeof good, "%s/metrics-good", rel_runs_dir());
+    snprintf(bad, sizeof bad, "%s/metrics-bad", rel_runs_dir());
+    const char *tr[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=metrics-good", "--set",
+                        "train.max_steps=10", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, tr);
+    GF_REQUIRE(res.exit_code == 0, "train: %s", res.err);
+    rel_path(png, sizeof png, "metrics-compare.png");
+    snprintf(p, sizeof p, "%s/metrics.tsv", good);
+    /* a row cut by a kill (no newline) is skipped, not refused */
+    FILE *f = fopen(p, "a");
+    GF_REQUIRE(f != NULL, "%s", p);
+    fputs("11\t0\ttra", f);
+    fclose(f);
+    const char *ok[] = {"compare", good, "--plot", "none", NULL};
+    rel_gflow(&res, 0, ok);
+    GF_CHECK(res.exit_code == 0, "compare of a good run with a torn last line: exit %d: %s", res.exit_code, res.err);
+    static const struct { const char *text, *where; } cases[] = {
+        {"garbage\x01\x02 not a table\n1 2 3\n", "metrics.tsv:1:"},
+        {"step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n5\t0\tvalid\t2.0\t7.3\t-\t-\t-\t-\n"
+         "10\t0\tvalid\tzwei\t7.1\t-\t-\t-\t-\n", "metrics.tsv:3: loss"},
+        {"step\tepoch\tsplit\tloss\tppl\n1\t0\tbanana\t1\t2\n", "metrics.tsv:2: split"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", bad, good, bad);
+        GF_REQUIRE(system(cmd) == 0, "%s", cmd);
+        snprintf(p, sizeof p, "%s/metrics.tsv", bad);
+        gf_test_write_file(p, cases[i].text, strlen(cases[i].text));
+        const char *cmp[] = {"compare", good, bad, "--plot", png, NULL};
+        rel_gflow(&res, 0, cmp);
+        GF_CHECK(res.exit_code == 1 && strstr(res.err, cases[i].where) && strstr(res.err, "metrics-bad"),
+                 "compare with metrics.tsv case %zu: exit %d, want 1 naming '%s': %s", i, res.exit_code,
+                 cases[i].where, res.err);
+    }
+    /* the ablation report reads the same tables */
+    char abl[900], study[900], text[1200];
+    rel_path(abl, sizeof abl, "study-metrics.ini");
+    rel_path(study, sizeof study, "study-metrics");
+    snprintf(text, sizeof text, "[ablation]\nname = sm\nbase = %s\nout_dir = %s\n", rel_base_recipe(), study);
+    gf_test_write_file(abl, text, strlen(text));
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/sm/base' && printf 'step\\tepoch\\tsplit\\tloss\\tppl\\n5\\t0\\tvalid\\tx\\t1\\n' > "
+             "'%s/sm/base/metrics.tsv'", study, study);
+    GF_REQUIRE(system(cmd) == 0, "%s", cmd);
+    const char *rep[] = {"ablate", abl, "--report", "--quiet", NULL};
+    rel_gflow(&res, 0, rep);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "base/metrics.tsv:2: loss"),
+             "ablate --report with a bad metrics.tsv: exit %d: %s", res.exit_code, res.err);
+}
