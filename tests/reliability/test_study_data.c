@@ -3,6 +3,7 @@
  * empty mirror fails, a build-tree gflow's data directory is the source tree's, `compare` reads
  * metrics.tsv strictly, and every text gflow reads follows one UTF-8 policy. */
 #include "gf_test.h"
+#include "gflow/data.h"
 #include "rel_util.h"
 
 #include <limits.h>
@@ -199,4 +200,76 @@ GF_TEST(smoke, rel_compare_checks_metrics_tsv) {
     rel_gflow(&res, 0, rep);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, "base/metrics.tsv:2: loss"),
              "ablate --report with a bad metrics.tsv: exit %d: %s", res.exit_code, res.err);
+}
+
+/* Item 12: one UTF-8 policy for every text gflow reads (gf_text_check). An SNLI file with a byte
+ * that is not UTF-8 is refused at file:line:column as a WikiText split is (before: accepted, the
+ * byte tokenized as part of a word), also with skip_bad_rows: it is not a malformed row but not
+ * text. The validator itself: overlongs, surrogates, code points past U+10FFFF, cut sequences. */
+GF_TEST(data, rel_snli_not_utf8_refused_at_line_and_column) {
+    char corpus[900], path[900];
+    rel_path(corpus, sizeof corpus, "utf8-corpus.txt");
+    rel_path(path, sizeof path, "utf8-snli.txt");
+    const char *t = " a man is sitting on a bench .\n two dogs run in the park .\n caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x95\n";
+    gf_test_write_file(corpus, t, strlen(t));
+    gf_tokenizer_opts to = {.kind = GF_TOK_WORD};
+    gf_tokenizer *tok = NULL;
+    GF_REQUIRE_OK(gf_tokenizer_open(&tok, &to, corpus));
+    static const struct { const char *text, *where; } cases[] = {
+        /* Latin-1 e-acute in sentence2: line 3, after "neutral\t" (8), "a man sits\t" (11), "the caf" (7) */
+        {"gold_label\tsentence1\tsentence2\tpairID\nneutral\ta man\ttwo dogs\tp1\n"
+         "neutral\ta man sits\tthe caf\xe9\tp2\n", ":3: not UTF-8 text: byte 0xe9 at column 27"},
+        {"gold_label\tsentence1\tsentence2\tpairID\nentailment\t\xc0\xaf\tx\tp1\n", ":2: not UTF-8 text: byte 0xc0 at column 12"},
+        {"gold_label\tsentence1\tsentence2\tpairID\nentailment\ta\t\xed\xa0\x80\tp1\n", ":2: not UTF-8 text: byte 0xed at column 14"},
+        {"gold_label\tsentence1\tsentence2\tpairID\nentailment\ta\tb\tp\xf4\x90\x80\x80\n", ":2: not UTF-8 text: byte 0xf4 at column 17"},
+        {"gold_label\tsentence1\tsen\xe2\x82\n", ":1: not UTF-8 text: byte 0xe2 at column 25"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gf_test_write_file(path, cases[i].text, strlen(cases[i].text));
+        for (int skip = 0; skip < 2; skip++) {
+            gf_snli_opts o = {.max_len = 6, .pad_id = 0, .skip_bad_rows = skip};
+            gf_snli_data d;
+            memset(&d, 0, sizeof d);
+            gf_status st = gf_snli_load(&d, path, tok, &o);
+            GF_CHECK(st == GF_E_PARSE && strstr(gf_last_error(), "utf8-snli.txt") &&
+                         strstr(gf_last_error(), cases[i].where),
+                     "case %zu (skip_bad_rows %d): status %s, want '%s': %s", i, skip, gf_status_name(st),
+                     cases[i].where, st ? gf_last_error() : "(accepted)");
+            if (!st) gf_snli_free(&d);
+        }
+    }
+    /* well-formed UTF-8 of every length passes */
+    const char ok[] = "gold_label\tsentence1\tsentence2\tpairID\nneutral\tcaf\xc3\xa9 \xe2\x82\xac\t\xf0\x9f\x90\x95\tp1\n";
+    gf_test_write_file(path, ok, strlen(ok));
+    gf_snli_opts o = {.max_len = 6, .pad_id = 0};
+    gf_snli_data d;
+    GF_CHECK_OK(gf_snli_load(&d, path, tok, &o));
+    gf_snli_free(&d);
+    gf_tokenizer_free(tok);
+}
+
+/* ... and so do prompts: `gflow sample --prompt` with a Latin-1 byte exits 1 with one line naming
+ * --prompt and the column, a `probe curvature --pairs` file names file:line and the column
+ * (before: the byte went to the tokenizer as part of a word). */
+GF_TEST(smoke, rel_sample_prompt_not_utf8_refused) {
+    const char *tr[] = {"train", rel_base_recipe(), "--quiet", "--set", "run.name=utf8-prompt", "--set",
+                        "train.max_steps=5", NULL};
+    rel_result res;
+    rel_gflow(&res, 0, tr);
+    GF_REQUIRE(res.exit_code == 0, "train: %s", res.err);
+    char dir[1000];
+    snprintf(dir, sizeof dir, "%s/utf8-prompt", rel_runs_dir());
+    const char *sm[] = {"sample", dir, "--prompt", "the caf\xe9", "--tokens", "3", NULL};
+    rel_gflow(&res, 0, sm);
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.err, "--prompt: not UTF-8 text: byte 0xe9 at column 8"),
+             "sample with a Latin-1 prompt: exit %d: %s", res.exit_code, res.err);
+    /* a probe's prompt-pair file too */
+    char pairs[900];
+    rel_path(pairs, sizeof pairs, "utf8-pairs.tsv");
+    const char *pt = "# prompt pairs\nthe man sees\tthe dog sees\nthe caf\xe9 is\tthe dog is\n";
+    gf_test_write_file(pairs, pt, strlen(pt));
+    const char *pr[] = {"probe", "curvature", dir, "--pairs", pairs, "--quiet", NULL};
+    rel_gflow(&res, 0, pr);
+    GF_CHECK(res.exit_code == 1 && strstr(res.err, "utf8-pairs.tsv:3: not UTF-8 text: byte 0xe9 at column 8"),
+             "probe --pairs with a Latin-1 byte: exit %d: %s", res.exit_code, res.err);
 }
