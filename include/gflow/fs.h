@@ -45,10 +45,12 @@ gf_status gf_share_dir_for(const char *exe, char *out, size_t cap, int *installe
  *   $GFLOW_DATA_DIR set:           data = $GFLOW_DATA_DIR,              cache = $GFLOW_DATA_DIR/cache
  *   installed, $XDG_DATA_HOME set: data = $XDG_DATA_HOME/gflow/data,    cache = $XDG_DATA_HOME/gflow/cache
  *   installed, $HOME set:          data = ~/.local/share/gflow/data,    cache = ~/.local/share/gflow/cache
- *   otherwise (a build directory): data = datasets/data,                cache = datasets/cache
- * the last relative to the working directory, as the README's quick start runs it from the source
- * tree. gf_data_dirs_for takes `installed` explicitly (tests); gf_data_dirs asks gf_share_dir. */
-void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, size_t cache_cap);
+ *   otherwise (a build directory): data = <source>/datasets/data,       cache = <source>/datasets/cache
+ * <source> being the share directory of a build directory, the source tree (absolute: the same
+ * directories from any working directory; the working directory only when no share directory
+ * is known). gf_data_dirs_for takes `installed` and the share directory explicitly (tests);
+ * gf_data_dirs asks gf_share_dir. */
+void gf_data_dirs_for(int installed, const char *share, char *data, size_t data_cap, char *cache, size_t cache_cap);
 void gf_data_dirs(char *data, size_t data_cap, char *cache, size_t cache_cap);
 
 /* GF_E_INVALID naming path when it exists and is not a regular file (after symlinks): an

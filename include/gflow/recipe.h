@@ -157,10 +157,10 @@ int gf_recipe_set_is_placement(const char *set);
 
 /* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else the data directory of gf_data_dirs
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else
- * "datasets/data"). The pointer is to a per-thread buffer, valid until the next call. */
+ * <source>/datasets/data from a build directory). The pointer is to a per-thread buffer, valid until the next call. */
 const char *gf_recipe_data_dir(const gf_recipe *r);
 /* Tokenizer cache: tokenizer.cache_dir, else the cache directory of gf_data_dirs
- * ("datasets/cache" from a build directory). Per-thread buffer, valid until the next call. */
+ * (<source>/datasets/cache from a build directory). Per-thread buffer, valid until the next call. */
 const char *gf_recipe_cache_dir(const gf_recipe *r);
 
 /* The model config [model] describes, for a tokenizer of `vocab` ids: the LM (WikiText-2) or the

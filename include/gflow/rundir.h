@@ -30,9 +30,12 @@ typedef struct gf_metrics_row {
     int n_fields; /* leading fields parsed: 5 or more for an evaluation row */
 } gf_metrics_row;
 
-/* Call fn for every line of <dir>/metrics.tsv that starts with step and epoch (the header and
- * torn lines are skipped); returns 0 when there is no metrics.tsv, else 1. */
-int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
+/* Call fn for every row of <dir>/metrics.tsv, checked as it is read: the header, then rows of
+ * step and epoch (counts), split (train, valid or test) and up to six numbers or "-" (5 to 9
+ * fields); a last line without its newline (a run killed while writing it) is skipped.
+ * GF_E_NOTFOUND when there is no metrics.tsv; GF_E_PARSE naming metrics.tsv:line and what is
+ * wrong at the first bad line (fn has seen the rows before it). */
+gf_status gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
 
 /* Draw `png` with gnuplot: the script (which must not `set output`: gnuplot's stdout is the
  * atomic writer's tmp file, gflow/fs.h) goes to gnuplot's stdin, without a shell; its messages

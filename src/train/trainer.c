@@ -90,6 +90,7 @@ static gf_status prepare(trainer *t, const gf_recipe *r) {
         t->B = r->train.batch_size;
         t->L = gf_session_tokens_per_row(&t->s);
         status = gf_session_memory_check(&t->s, t->B);
+        if (!status) status = gf_session_eval_memory_check(&t->s, 1);
         if (!status) status = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
     }
     if (!status) status = gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log);
