@@ -1,8 +1,10 @@
-/* test_readback.c — through the real `gflow` binary (issue 48, item 3): what training accepts,
- * every command reads back (one line limit for recipes, checked where a value enters). */
+/* test_readback.c — through the real `gflow` binary (issue 48, items 3 and 4): what training
+ * accepts, every command reads back (one line limit for recipes, checked where a value enters),
+ * and an empty output path is a usage error that touches nothing. */
 #include "gf_test.h"
 #include "rel_util.h"
 
+#include "gflow/fs.h"
 #include "gflow/recipe.h"
 
 #include <stdio.h>
@@ -70,4 +72,44 @@ GF_TEST(smoke, rel_accepted_recipe_values_read_back) {
     rel_gflow(&res, 0, tr);
     GF_CHECK(res.exit_code == 1 && strstr(res.err, "rb-line.ini:2") && strstr(res.err, "too long"),
              "a 199-byte recipe line: exit %d, stderr: %s", res.exit_code, res.err);
+}
+
+/* the file ./.tmp holds what it held */
+static int tmp_intact(void) {
+    size_t n = 0;
+    char *b = gf_test_slurp(".tmp", &n);
+    int ok = b && n == 5 && !memcmp(b, "keep\n", 5);
+    free(b);
+    return ok;
+}
+
+/* Item 4: an empty output path (or any empty argument or option value) is a usage error, exit 2
+ * with one line, and ./.tmp (the atomic writer's tmp name for "") stays; the writer itself
+ * refuses "" too. */
+GF_TEST(smoke, rel_empty_output_path_is_a_usage_error) {
+    rel_result res;
+    char run[900], scratch[900];
+    const char *a[] = {"train", rel_base_recipe(), "--quiet", "--overwrite", "--set", "run.name=empty-out",
+                       "--stop-after", "6", NULL};
+    rel_gflow(&res, 0, a);
+    GF_REQUIRE(res.exit_code == 0, "run: %s", res.err);
+    snprintf(run, sizeof run, "%s/empty-out", rel_runs_dir());
+    snprintf(scratch, sizeof scratch, "%s/../empty-cwd", rel_runs_dir());
+    mkdir(scratch, 0755);
+    GF_REQUIRE(chdir(scratch) == 0, "chdir %s", scratch); /* this test runs in its own process */
+    gf_test_write_text(".tmp", "keep\n");
+    const char *exp[] = {"export", run, "", "--ckpt", "last", NULL}, *exp0[] = {"export", "", "x.safetensors", NULL};
+    const char *cmp[] = {"compare", run, "--plot", "", NULL}, *cmp2[] = {"compare", run, "--plot=", NULL};
+    const char *prb[] = {"probe", "hessian", run, run, "--out", "", NULL};
+    const char *const *cmds[] = {exp, exp0, cmp, cmp2, prb};
+    for (int i = 0; i < 5; i++) {
+        rel_gflow(&res, 0, cmds[i]);
+        GF_CHECK(res.exit_code == 2 && res.err_lines >= 1 && strstr(res.err, "''") && tmp_intact(),
+                 "gflow %s with an empty path (case %d): exit %d, stderr: %s", cmds[i][0], i, res.exit_code, res.err);
+    }
+    gf_atomic_file af;
+    GF_CHECK(gf_atomic_open(&af, "") == GF_E_INVALID && strstr(gf_last_error(), "empty") && tmp_intact(),
+             "gf_atomic_open(\"\"): %s", gf_last_error());
+    int fd;
+    GF_CHECK(gf_open_nofollow("", 'a', &fd) == GF_E_INVALID && fd < 0, "gf_open_nofollow(\"\")");
 }
