@@ -46,7 +46,10 @@ gf_status gf_open_nofollow(const char *path, char mode, int *fd) {
     *fd = open(path, flags, 0644);
     if (*fd < 0) return open_refused(path, errno);
     struct stat st;
-    if (fstat(*fd, &st) == 0 && S_ISREG(st.st_mode)) return GF_OK;
+    if (fstat(*fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+        return GF_OK;
+    }
     close(*fd); /* something else appeared there since gf_output_regular */
     *fd = -1;
     return gf_error_set(GF_E_INVALID, "%s is not a regular file: refusing to write to it", path);
