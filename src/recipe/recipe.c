@@ -173,10 +173,10 @@ static int set_int_list(void *field, const gf_recipe_key *k, const char *text, c
     return 1;
 }
 
-/* Parse `text` for key k into the recipe; on failure write the reason (no location) to msg. */
 _Static_assert(GF_RECIPE_MAX_LINE == INI_MAX_LINE - 2, "GF_RECIPE_MAX_LINE is inih's line buffer");
 _Static_assert(GF_RECIPE_MAX_LINE < GF_RECIPE_STR, "a string value that fits a line fits its field");
 
+/* Parse `text` for key k into the recipe; on failure write the reason (no location) to msg. */
 static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, char *msg, size_t cap) {
     void *field = (char *)r + k->offset;
     /* what is stored must read back: the resolved recipe writes "key = value" (a number no longer

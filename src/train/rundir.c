@@ -44,7 +44,7 @@ static int run_dir_holds(const char *dir, const char *name) {
 
 /* check (a link to a device or a directory is refused, as every output: gf_output_regular), or
  * remove, every file of a run in dir */
-static gf_status clear_pass(const char *dir, int remove) {
+static gf_status clear_pass(const char *dir, int unlink_them) {
     DIR *d = opendir(dir);
     if (!d) return gf_error_set(GF_E_IO, "%s: cannot list the run directory: %s", dir, strerror(errno));
     gf_status st = GF_OK;
@@ -53,7 +53,7 @@ static gf_status clear_pass(const char *dir, int remove) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (!run_owned(e->d_name)) continue;
-        if (!remove) st = gf_output_regular(path);
+        if (!unlink_them) st = gf_output_regular(path);
         else if (unlink(path) != 0 && errno != ENOENT) /* a link is removed itself, never followed */
             st = gf_error_set(GF_E_IO, "%s: cannot remove the previous run's file: %s", path, strerror(errno));
     }
