@@ -36,6 +36,10 @@
 #include "gflow/tokenizer.h"  /* gf_tokenizer_kind, gf_spm_model_type */
 
 #define GF_RECIPE_STR 256     /* bytes per string value, NUL included */
+/* Bytes in one recipe or ablation-file line (inih's buffer, INI_MAX_LINE 200, less the newline
+ * and NUL): a longer line is refused at file:line, and a value whose line `key = value` would be
+ * longer is refused where it enters (a file or --set), so every resolved recipe reads back. */
+#define GF_RECIPE_MAX_LINE 198
 #define GF_RECIPE_LIST_MAX 64 /* entries per int list */
 /* Longest seq_len, max_len, max_sentence_len (2^16): a longer window is a typo, and would only
  * fail later as an allocation without naming the key. */

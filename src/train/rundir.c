@@ -2,6 +2,7 @@
  * (see gflow/rundir.h). */
 #include "gflow/rundir.h"
 #include "gflow/fs.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,6 +16,58 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* ---- clearing a run directory for a new run */
+
+static const char *const k_run_own[] = {"last.ckpt", "best.ckpt", "metrics.tsv", "speed.tsv", "summary.tsv",
+                                        "recipe.ini"};
+
+/* 1 for a name a run or a probe of it writes (probe-*.tsv, probe-*.png), or the atomic writer's
+ * tmp file of one ("<name>.tmp", "<name>.tmp<pid>") */
+static int run_owned(const char *name) {
+    char base[256];
+    if (snprintf(base, sizeof base, "%s", name) >= (int)sizeof base) return 0;
+    char *tmp = strstr(base, ".tmp");
+    if (tmp && tmp[4 + strspn(tmp + 4, "0123456789")] == 0) *tmp = 0;
+    for (size_t i = 0; i < sizeof k_run_own / sizeof k_run_own[0]; i++)
+        if (!strcmp(base, k_run_own[i])) return 1;
+    size_t n = strlen(base);
+    return !strncmp(base, "probe-", 6) && n > 10 && (!strcmp(base + n - 4, ".tsv") || !strcmp(base + n - 4, ".png"));
+}
+
+static int run_dir_holds(const char *dir, const char *name) {
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* check (a link to a device or a directory is refused, as every output: gf_output_regular), or
+ * remove, every file of a run in dir */
+static gf_status clear_pass(const char *dir, int unlink_them) {
+    DIR *d = opendir(dir);
+    if (!d) return gf_error_set(GF_E_IO, "%s: cannot list the run directory: %s", dir, strerror(errno));
+    gf_status st = GF_OK;
+    struct dirent *e;
+    while (!st && (e = readdir(d))) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!run_owned(e->d_name)) continue;
+        if (!unlink_them) st = gf_output_regular(path);
+        else if (unlink(path) != 0 && errno != ENOENT) /* a link is removed itself, never followed */
+            st = gf_error_set(GF_E_IO, "%s: cannot remove the previous run's file: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return st;
+}
+
+gf_status gf_run_dir_clear(const char *dir) {
+    if (!run_dir_holds(dir, "recipe.ini") && !run_dir_holds(dir, "last.ckpt") && !run_dir_holds(dir, "best.ckpt") &&
+        !run_dir_holds(dir, "metrics.tsv"))
+        return GF_OK; /* not a run directory: nothing in it is gflow's */
+    GF_TRY(clear_pass(dir, 0));
+    return clear_pass(dir, 1);
+}
 
 int gf_run_summary_read(const char *dir, gf_run_summary *s) {
     char path[1200];
