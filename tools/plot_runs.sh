@@ -8,6 +8,7 @@ out=$1; shift
 [ $# -gt 0 ] || { echo "usage: tools/plot_runs.sh OUT.png RUN_DIR..." >&2; exit 2; }
 data="" plot="" i=0
 for d in "$@"; do
+  gp_metrics_check "$d/metrics.tsv" || exit 1
   i=$((i + 1))
   data+=$(awk -F'\t' '$3 == "train" && $4 != "-" { s[NR % 10] = $4; n++; k = n < 10 ? n : 10; t = 0;
        for (j in s) t += s[j]; print $1 "\t" t / k }' "$d/metrics.tsv" | gp_block "d$i")$'\n'

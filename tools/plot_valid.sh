@@ -10,6 +10,7 @@ out=$1; shift
 data="" plot="" i=0
 for d in "$@"; do
   [ -f "$d/metrics.tsv" ] && [ -f "$d/recipe.ini" ] || { echo "plot_valid: $d: no metrics.tsv/recipe.ini" >&2; exit 1; }
+  gp_metrics_check "$d/metrics.tsv" || exit 1
   i=$((i + 1))
   # recipe.ini: "[train]\nbatch_size = B" and "[data]\nseq_len = L"
   tok=$(awk -F' *= *' '/^\[/ { sec = $0 } sec == "[train]" && $1 == "batch_size" { b = $2 }

@@ -108,13 +108,12 @@ double gf_run_summary_num(const gf_run_summary *s, const char *key) {
 static int metrics_number(const char *f) {
     if (!strcmp(f, "-")) return 1;
     char *end;
-    errno = 0;
     (void)strtod(f, &end);
     return end != f && *end == 0;
 }
 
-/* One row of metrics.tsv into *r; NULL, or what is wrong with it. */
-static const char *metrics_parse(char *line, gf_metrics_row *r) {
+/* One row of metrics.tsv into *r; NULL, or what is wrong with it (in why, or a literal). */
+static const char *metrics_parse(char *line, gf_metrics_row *r, char *why, size_t cap) {
     static const char *const names[] = {"step", "epoch", "split", "loss", "ppl", "ppl_word", "acc", "lr", "gnorm"};
     char *field[10];
     int n = 0;
@@ -135,8 +134,7 @@ static const char *metrics_parse(char *line, gf_metrics_row *r) {
         return "split is not train, valid or test";
     for (int i = 3; i < n; i++)
         if (!metrics_number(field[i]) || strlen(field[i]) >= sizeof r->loss) {
-            static _Thread_local char why[64];
-            snprintf(why, sizeof why, "%s is not a number or '-'", names[i]);
+            snprintf(why, cap, "%s is not a number or '-'", names[i]);
             return why;
         }
     snprintf(r->split, sizeof r->split, "%s", field[2]);
@@ -171,7 +169,8 @@ gf_status gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *
             continue;
         }
         gf_metrics_row r;
-        const char *why = metrics_parse(line, &r);
+        char buf[64];
+        const char *why = metrics_parse(line, &r, buf, sizeof buf);
         if (why) st = gf_error_set(GF_E_PARSE, "%s:%lld: %s", path, lineno, why);
         else fn(&r, user);
     }

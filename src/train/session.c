@@ -132,12 +132,17 @@ static double memory_available(const char **why) {
  * the step arena held 23 KB per token and layer (quickstart, d_model 128, d_ff 512), 44 KB
  * (wikitext2-transformer, 256/1024), 47 KB (wikitext2-12l) and 56 KB (snli); 12 d_model + 4 d_ff
  * floats is 51-66 % of each (bf16 held more), so a step refused by it could not have run. */
+static double step_bound(const gf_session *s, int64_t B) {
+    const gf_recipe *r = &s->r;
+    const double tokens = (double)B * (double)gf_session_tokens_per_row(s);
+    const double act = 4.0 * tokens * (double)r->model.n_layers * (12.0 * (double)r->model.d_model + 4.0 * (double)r->model.d_ff);
+    return act + 16.0 * (double)s->params->n;
+}
+
 gf_status gf_session_memory_check(const gf_session *s, int64_t B) {
     const gf_recipe *r = &s->r;
     if (r->run.device != GF_DEV_CPU) return GF_OK; /* activations live on the GPU */
-    const double tokens = (double)B * (double)gf_session_tokens_per_row(s);
-    const double act = 4.0 * tokens * (double)r->model.n_layers * (12.0 * (double)r->model.d_model + 4.0 * (double)r->model.d_ff);
-    const double need = act + 16.0 * (double)s->params->n;
+    const double need = step_bound(s, B);
     const char *why;
     const double have = memory_available(&why);
     if (need <= have) return GF_OK;
@@ -157,12 +162,8 @@ gf_status gf_session_memory_check(const gf_session *s, int64_t B) {
 gf_status gf_session_eval_memory_check(const gf_session *s, int training) {
     const gf_recipe *r = &s->r;
     const double batch = 4.0 * (double)r->eval.batch_size * (double)gf_session_tokens_per_row(s);
-    double rest = 4.0 * (double)s->params->n;
-    if (training && r->run.device == GF_DEV_CPU) {
-        const double tokens = (double)r->train.batch_size * (double)gf_session_tokens_per_row(s);
-        rest = 4.0 * tokens * (double)r->model.n_layers * (12.0 * (double)r->model.d_model + 4.0 * (double)r->model.d_ff) +
-               16.0 * (double)s->params->n;
-    }
+    const double rest = training && r->run.device == GF_DEV_CPU ? step_bound(s, r->train.batch_size)
+                                                                : 4.0 * (double)s->params->n;
     const char *why;
     const double have = memory_available(&why);
     if (batch + rest <= have) return GF_OK;

@@ -3,7 +3,8 @@
 # PWNED), a backtick, quotes, a space and a newline is plotted by `gflow compare` and by
 # tools/plot_runs.sh and plot_valid.sh (`gflow ablate --report` with a study directory so named,
 # but for the newline), and nothing runs; a plot cut by a file-size limit (ulimit -f, as a full disk) is an error naming the PNG,
-# which keeps the previous plot, and "plot: FILE" is not printed; a plot onto a fifo is refused.
+# which keeps the previous plot, and "plot: FILE" is not printed; a plot onto a fifo is refused;
+# the tools refuse a metrics.tsv that is not one, naming file:line (issue 48 item 11).
 # Skipped (77) without gnuplot. Run directories are made by hand (metrics.tsv, recipe.ini).
 set -uo pipefail
 root=$1 gflow=$(realpath "$2")
@@ -59,6 +60,17 @@ cp runs.png runs0.png
 out=$( (ulimit -f 8; bash "$root/tools/plot_runs.sh" runs.png "$bad" plain 2>&1) ); rc=$?
 check "tools/plot_runs.sh under ulimit -f 8: fails, runs.png unchanged (exit $rc)" \
   '[ $rc != 0 ] && cmp -s runs.png runs0.png && [ -z "$(ls | grep tmp)" ]'
+
+# a metrics.tsv that is not one is named, file and line, and nothing is drawn (issue 48 item 11)
+fake_run junk; printf 'step\tepoch\tsplit\tloss\tppl\n5\t0\tvalid\tzwei\t1\n' >junk/metrics.tsv
+for tool in plot_runs plot_valid; do
+  out=$(bash "$root/tools/$tool.sh" junk.png plain junk 2>&1); rc=$?
+  check "tools/$tool.sh on a bad metrics.tsv: exit 1 naming junk/metrics.tsv:2 (exit $rc: $out)" \
+    '[ $rc = 1 ] && grep -q "junk/metrics.tsv:2: loss is not a number" <<<"$out" && [ ! -e junk.png ]'
+done
+printf 'step\tepoch\tsplit\tloss\tppl\n5\t0\tvalid\t2\t7\n6\t0\tva' >junk/metrics.tsv # cut by a kill: drawn
+out=$(bash "$root/tools/plot_valid.sh" junk.png junk 2>&1); rc=$?
+check "tools/plot_valid.sh with a torn last line (exit $rc: $out)" '[ $rc = 0 ] && png_ok junk.png'
 
 mkfifo fifo.png
 out=$(timeout 20 "$gflow" compare plain --plot fifo.png 2>&1 </dev/null); rc=$? # (gnuplot would block on it)
