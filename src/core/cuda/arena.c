@@ -2,6 +2,7 @@
  * The same scheme as the host arena (src/core/arena.c), with device memory. */
 #include "gflow/cuda.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,6 +297,16 @@ float *gf_cuda_zeros(gf_ctx *ctx, int64_t n) {
     float *p = gf_cuda_floats(ctx, n);
     GF_CUDA_NOTE(cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), gf_cuda_stream()));
     return p;
+}
+
+/* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then
+ * one saxpy */
+void gf_cuda_acc_host(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_host: %lld elements", (long long)n);
+    GF_ASSERT(ctx->cuda, "gf_cuda_acc_host: a step context without a device arena (gf_ctx_use_cuda)");
+    const float *tmp = gf_cuda_stage(ctx->cuda, src, (size_t)n * sizeof(float));
+    const float one = 1.0f;
+    GF_CUBLAS_NOTE(gf_cublas.saxpy(gf_cuda_blas(), (int)n, &one, tmp, 1, dst, 1));
 }
 
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {
