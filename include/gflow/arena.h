@@ -32,6 +32,16 @@ typedef struct gf_arena {
     int64_t n_chunk_allocs; /* how many times malloc was called (tests check steady state) */
 } gf_arena;
 
+/* The growth both step arenas share (this one, and the device arena of gflow/cuda.h, whose
+ * chunks are these too): `need` bytes (aligned by the caller) bumped from *head, or, when it
+ * cannot hold them, from a new chunk grow(self, cap) chained after it and made the head; cap is
+ * at least the chain's capacity so far (doubling it: a step needs O(log) chunks), min_chunk and
+ * need. grow does not return without a chunk (it aborts with a message). */
+unsigned char *gf_chunks_take(gf_arena_chunk **head, const gf_arena_chunk *first, size_t min_chunk, size_t need,
+                              gf_arena_chunk *(*grow)(void *self, size_t cap), void *self);
+/* the bytes of the chain's chunks */
+size_t gf_chunks_capacity(const gf_arena_chunk *first);
+
 void gf_arena_init(gf_arena *a, size_t first_chunk_bytes);
 /* 64-byte aligned, uninitialised. Aborts with a message on out-of-memory (the caller
  * cannot sensibly continue a step half-allocated). */

@@ -156,11 +156,7 @@ gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const int32_t *when
  * chain into one chunk as large as the high-water mark, so from the second step on a step
  * calls no cudaMalloc. Growth failing (the GPU is out of memory) aborts with a message, as
  * the host arena does: a step cannot continue half-allocated. */
-typedef struct gf_cuda_chunk {
-    struct gf_cuda_chunk *next;
-    size_t cap, used;
-    unsigned char *base; /* device memory */
-} gf_cuda_chunk;
+typedef gf_arena_chunk gf_cuda_chunk; /* its base in device memory; grown by gf_chunks_take */
 
 /* Pinned host memory for the step's host-to-device copies (gf_cuda_stage): a copy from pinned
  * memory is a DMA in stream order that the host does not wait for; one from pageable memory may

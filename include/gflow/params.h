@@ -67,6 +67,9 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
                          const int64_t *shape);
 gf_status gf_params_alloc(gf_params *p);
 gf_param *gf_params_find(const gf_params *p, const char *name);
+/* The name of the parameter that holds block index i (parameters lie in table order); NULL past
+ * the block */
+const char *gf_params_name_at(const gf_params *p, int64_t i);
 /* grad = 0: a memset (a device block: one cudaMemsetAsync on the stream) */
 void gf_params_zero_grad(gf_params *p);
 /* Training init, in table order from one stream: weights and embeddings N(0, std), biases 0,

@@ -7,6 +7,7 @@
 #define GFLOW_SESSION_H
 
 #include "gflow/checkpoint.h"
+#include "gflow/gpu_step.h"
 #include "gflow/model.h"
 #include "gflow/nli.h"
 #include "gflow/optim.h"
@@ -26,15 +27,7 @@ typedef struct gf_session {
     gf_rng rng;              /* the init stream, then (gf_session_open) the dropout stream */
     gf_ctx ctx;
     int ctx_ready;
-    gf_step_queue *queue;    /* a GPU session's pushed steps (gf_train_step), opened at the first */
-    struct gf_cuda_graph *graph; /* its step as a CUDA graph ([run] cuda_graph), made at the first capture */
-    int64_t device_steps;    /* GPU training steps so far: the first runs uncaptured (the arena's size) */
-    int32_t step_keys;       /* dropout keys a training step draws (counted at the first GPU step) */
-    /* graph holds the last captured step, and can be replayed on a step whose key is graph_key:
-     * its rows, the task's feed signature, gf_cuda_allocs and the dropout keys drawn */
-    int replayable;
-    int64_t graph_key[4];
-    size_t graph_arena;      /* device arena bytes its capture used (held again by a replay) */
+    gf_gpu_step *gpu;        /* a GPU session's step (gflow/gpu_step.h); NULL on the host */
 } gf_session;
 
 /* Can the recipe's [run] device run here? GF_OK for cpu, and for cuda where a GPU is visible
@@ -53,20 +46,28 @@ gf_status gf_session_eval_memory_check(const gf_session *s, int training);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);
-/* The model alone, for `vocab` ids, no tokenizer and no data. init: draw the weights from
- * run.seed (s->rng continues that stream); else leave them for a checkpoint to fill.
- * [run] device = cuda: the weights are drawn on the host, then the parameter block moves to the
- * GPU (gf_params_to_device), the step context gets a device arena and cuBLAS [run] tf32; the
- * loss, the gradients and AdamW then stay on the device (gf_train_step). */
-gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int init);
-/* The model of a checkpoint without any data, on the CPU whatever the checkpoint's device:
- * recipe and vocabulary come from its metadata. */
+/* gf_session_open_model's flags */
+enum {
+    GF_SESSION_INIT = 1, /* draw the weights from run.seed (s->rng continues that stream); else a
+                          * checkpoint fills them */
+    GF_SESSION_HOST = 2, /* the model on the host whatever [run] device says (gflow info, a
+                          * checkpoint's readers); s->r keeps the recipe as given */
+};
+/* The model alone, for `vocab` ids, no tokenizer and no data; flags: GF_SESSION_*.
+ * [run] device = cuda (without GF_SESSION_HOST): the weights are drawn on the host, then the
+ * parameter block moves to the GPU (gf_params_to_device), the step context gets a device arena
+ * and cuBLAS [run] tf32, and the session a gf_gpu_step; the loss, the gradients and AdamW then
+ * stay on the device (gf_train_step). */
+gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int flags);
+/* The model of a checkpoint without any data, on the CPU whatever the checkpoint's device
+ * (GF_SESSION_HOST): recipe and vocabulary come from its metadata. */
 gf_status gf_session_from_ckpt(gf_session *s, const char *path);
 /* The checkpoint's tokenizer (its kv "tokenizer", when recorded) must be the session's: one
  * line naming the checkpoint and both keys otherwise. */
 gf_status gf_session_check_tokenizer(const gf_session *s, const char *path, const gf_ckpt_meta *m);
-/* A checkpoint with its data (eval, sample, probes): tokenizer and model from r on the CPU,
- * the tokenizer checked against the checkpoint's (gf_session_check_tokenizer), then its weights. */
+/* A checkpoint with its data (eval, sample, probes): tokenizer and model from r on the CPU
+ * (GF_SESSION_HOST, whatever device trained it), the tokenizer checked against the checkpoint's
+ * (gf_session_check_tokenizer), then its weights. */
 gf_status gf_session_open_ckpt(gf_session *s, const gf_recipe *r, const char *path);
 /* Load (tokenize, via the cache) one split. */
 gf_status gf_session_load_split(gf_session *s, gf_split split, int log);
@@ -100,31 +101,14 @@ gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path);
 
 /* ---- the training step ---- */
 
-typedef struct gf_step_in {
-    int64_t rows;             /* rows of the global batch */
-    int64_t lo, n;            /* this rank's rows [lo, lo+n) of it in the task's buffers */
-    double lr, clip;          /* clip <= 0: none (the norm is still computed) */
-    volatile int *stop_flag;  /* summed with the gradients: any rank's flag stops them all */
-    int defer;                /* a GPU session: leave the outcome on the device (gf_train_flush) */
-    int stop_nonfinite;       /* [train] nonfinite = stop: after a skipped step, no later deferred step
-                               * applies until the flush (the trainer stops at the first) */
-} gf_step_in;
-
-typedef struct gf_step_out {
-    float loss;               /* the global batch's mean loss */
-    double grad_norm;         /* global gradient norm before clipping */
-    const char *nonfinite;    /* non-NULL: the loss or a gradient is not finite (names it); no update */
-    int stop_all;             /* N > 1: some rank's stop flag was set */
-    int queued;               /* deferred on the GPU: loss, grad_norm, nonfinite come from gf_train_flush */
-    double s_forward, s_backward, s_comm, s_update; /* seconds per phase (a queued step: the host's) */
-} gf_step_out;
+/* gf_step_in, gf_step_out: gflow/gpu_step.h */
 
 /* One optimizer step on the current batch: zero gradients, forward and backward of this rank's
  * rows, one gradient allreduce (each rank's mean pre-scaled by n / rows), global-norm clip,
  * AdamW unless a value is not finite. Every rank calls it on the same global batch.
- * On the GPU (the session's block on the device, one process): the same steps as kernels on the
- * stream, and the host waits for none of them: the clip, the non-finite check and AdamW are
- * decided on the device (gf_step_queue_push, gflow/optim.h). in->defer leaves the outcome there
+ * On the GPU (the session's block on the device, one process) its gf_gpu_step runs it
+ * (gflow/gpu_step.h): the same steps as kernels on the stream, and the host waits for none of
+ * them: the clip, the non-finite check and AdamW are decided on the device. in->defer leaves the outcome there
  * (out->queued; at most GF_STEP_RING steps before gf_train_flush); else the step is flushed at
  * once, one wait (the queue must be empty), and a CUDA failure in the step is returned then.
  * opt->step counts the applied steps once flushed. */

@@ -129,7 +129,7 @@ int64_t gf_bench_gpu_mallocs(const gf_session *s) { return s->ctx.cuda ? s->ctx.
 void gf_bench_gpu_peak_reset(void) { gf_cuda_mem_peak_reset(); }
 
 void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) {
-    const gf_cuda_graph *g = s->graph;
+    const gf_cuda_graph *g = gf_gpu_step_graph(s->gpu);
     counts[0] = g ? g->n_launched : 0, counts[1] = g ? g->n_instantiated : 0;
     counts[2] = g ? g->n_updated : 0, counts[3] = g ? g->n_redone : 0, counts[4] = g ? g->n_replayed : 0;
 }

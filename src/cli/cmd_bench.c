@@ -413,7 +413,7 @@ int gf_cmd_bench(int argc, char **argv) {
         return gf_cli_fail(status);
     }
     gf_session s;
-    status = gf_session_open_model(&s, r, r->tokenizer.vocab_size, 1);
+    status = gf_session_open_model(&s, r, r->tokenizer.vocab_size, GF_SESSION_INIT);
     free(r);
     if (!status) status = gf_session_memory_check(&s, B);
     if (!status) status = bench(&s, &o, B, peak, gpu);

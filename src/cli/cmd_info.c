@@ -55,12 +55,8 @@ int gf_cmd_info(int argc, char **argv) {
     } else {
         gf_recipe r;
         st = gf_recipe_load(target, sets, n_sets, &r);
-        if (!st) { /* the table and the sizes need no GPU: the model on the host, the recipe as given */
-            const gf_device dev = r.run.device;
-            r.run.device = GF_DEV_CPU;
-            st = gf_session_open_model(&s, &r, r.tokenizer.vocab_size, 0);
-            s.r.run.device = dev;
-        }
+        /* the table and the sizes need no GPU: the model on the host, the recipe as given */
+        if (!st) st = gf_session_open_model(&s, &r, r.tokenizer.vocab_size, GF_SESSION_HOST);
     }
     free(sets);
     if (st) { gf_session_close(&s); return gf_cli_fail(st); }

@@ -25,6 +25,29 @@ static gf_arena_chunk *chunk_new(gf_arena *a, size_t cap) {
     return c;
 }
 
+static gf_arena_chunk *grow_host(void *a, size_t cap) { return chunk_new(a, cap); }
+
+unsigned char *gf_chunks_take(gf_arena_chunk **head, const gf_arena_chunk *first, size_t min_chunk, size_t need,
+                              gf_arena_chunk *(*grow)(void *self, size_t cap), void *self) {
+    gf_arena_chunk *c = *head;
+    if (c->used + need > c->cap) {
+        size_t cap = gf_chunks_capacity(first);
+        if (cap < min_chunk) cap = min_chunk;
+        if (cap < need) cap = need;
+        c->next = grow(self, cap);
+        *head = c = c->next;
+    }
+    unsigned char *p = c->base + c->used;
+    c->used += need;
+    return p;
+}
+
+size_t gf_chunks_capacity(const gf_arena_chunk *first) {
+    size_t cap = 0;
+    for (const gf_arena_chunk *c = first; c; c = c->next) cap += c->cap;
+    return cap;
+}
+
 void gf_arena_init(gf_arena *a, size_t first_chunk_bytes) {
     memset(a, 0, sizeof *a);
     a->min_chunk = first_chunk_bytes < (1u << 20) ? (1u << 20) : first_chunk_bytes;
@@ -34,18 +57,7 @@ void gf_arena_init(gf_arena *a, size_t first_chunk_bytes) {
 void *gf_arena_alloc(gf_arena *a, size_t bytes) {
     size_t need = (bytes + GF_ARENA_ALIGN - 1) & ~(size_t)(GF_ARENA_ALIGN - 1);
     if (need == 0) need = GF_ARENA_ALIGN;
-    gf_arena_chunk *c = a->head;
-    if (c->used + need > c->cap) {
-        /* grow: at least double the capacity so far, so a step needs O(log) chunks */
-        size_t cap = gf_arena_capacity(a);
-        if (cap < a->min_chunk) cap = a->min_chunk;
-        if (cap < need) cap = need;
-        gf_arena_chunk *n = chunk_new(a, cap);
-        c->next = n;
-        a->head = c = n;
-    }
-    void *p = c->base + c->used;
-    c->used += need;
+    void *p = gf_chunks_take(&a->head, a->first, a->min_chunk, need, grow_host, a);
     a->used += need;
     if (a->used > a->high_water) a->high_water = a->used;
     return p;
@@ -62,11 +74,7 @@ float *gf_arena_floats(gf_arena *a, int64_t n) {
     return gf_arena_alloc(a, (size_t)n * sizeof(float));
 }
 
-size_t gf_arena_capacity(const gf_arena *a) {
-    size_t cap = 0;
-    for (const gf_arena_chunk *c = a->first; c; c = c->next) cap += c->cap;
-    return cap;
-}
+size_t gf_arena_capacity(const gf_arena *a) { return gf_chunks_capacity(a->first); }
 
 void gf_arena_reset(gf_arena *a) {
     if (a->first->next) {

@@ -212,6 +212,14 @@ gf_param *gf_params_find(const gf_params *p, const char *name) {
     return NULL;
 }
 
+const char *gf_params_name_at(const gf_params *p, int64_t i) {
+    for (int64_t k = 0; k < p->n_items; k++) {
+        const gf_param *q = p->items[k];
+        if (i >= q->offset && i < q->offset + gf_tensor_numel(&q->t)) return q->name;
+    }
+    return NULL;
+}
+
 void gf_params_zero_grad(gf_params *p) {
     if (p->device == GF_DEV_CPU) {
         memset(p->grad, 0, (size_t)p->n * sizeof(float));

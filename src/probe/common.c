@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -72,6 +73,40 @@ void gf_probe_title(FILE *g, const char *name, const char *suffix) {
 
 gf_status gf_probe_gnuplot(const char *script, const char *what) {
     return gf_gnuplot(script, 0, what, "is gnuplot-nox installed? --no-plot skips it");
+}
+
+gf_status gf_plot_begin(gf_plot *p, const char *size, const char *preamble) {
+    *p = (gf_plot){.series = -1};
+    p->g = open_memstream(&p->buf, &p->len);
+    if (!p->g) return gf_error_set(GF_E_NOMEM, "plot script");
+    fprintf(p->g, "set terminal pngcairo size %s\nset grid\n%s", size, preamble);
+    return GF_OK;
+}
+
+void gf_plot_command(gf_plot *p, const char *lines, const char *cmd) {
+    fprintf(p->g, "%s%s%s ", p->series >= 0 ? "\n" : "", lines, cmd);
+    p->series = 0;
+}
+
+void gf_plot_series(gf_plot *p, const char *dir, const char *suffix, const char *fmt, ...) {
+    char nm[300];
+    gf_probe_basename(dir, nm, sizeof nm);
+    if (p->series++ > 0) fputs(", ", p->g);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(p->g, fmt, ap);
+    va_end(ap);
+    fputs(" title ", p->g);
+    gf_probe_title(p->g, nm, suffix);
+}
+
+gf_status gf_plot_draw(gf_plot *p, gf_status st, const char *tail, const char *png) {
+    fprintf(p->g, "%s%s", p->series >= 0 ? "\n" : "", tail);
+    if (fclose(p->g) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) st = gf_probe_gnuplot(p->buf, png);
+    free(p->buf);
+    *p = (gf_plot){.series = -1};
+    return st;
 }
 
 gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opts *o, int64_t windows) {
@@ -288,6 +323,16 @@ void gf_tsv_free(gf_tsv *t) {
     free(t->head);
     free(t->rows);
     memset(t, 0, sizeof *t);
+}
+
+gf_status gf_plot_table(const char *dir, const char *stem, gf_tsv *t, int n, const char *const *names, int32_t *cols) {
+    char path[1200];
+    gf_probe_path(dir, stem, "tsv", path, sizeof path);
+    GF_TRY(gf_tsv_read(path, t));
+    gf_status st = GF_OK;
+    for (int i = 0; i < n && !st; i++) st = gf_tsv_col(t, names[i], &cols[i]);
+    if (st) gf_tsv_free(t);
+    return st;
 }
 
 void gf_tsv_datablock(FILE *g, const char *name, const gf_tsv *t, int32_t key_col, const char *key, const int32_t *cols,

@@ -310,11 +310,8 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
     free(hid); free(steps); free(u); free(perm); free(theta);
     gf_probe_close(&p);
     if (!st && o->plot) {
-        char png[1200];
-        gf_probe_path(run_dir, "curvature", "png", png, sizeof png);
-        const char *dirs[1] = {run_dir};
-        st = gf_probe_curvature_plot(dirs, 1, png);
-        if (!st && o->log) fprintf(stderr, "probe: wrote %s\n", png);
+        st = gf_probe_replot("curvature", run_dir);
+        if (!st && o->log) fprintf(stderr, "probe: wrote %s/probe-curvature.png\n", run_dir);
     }
     return st;
 }
@@ -322,66 +319,42 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
 /* Left: turning angle per layer (median with IQR bars; nulls as IQR bands). Right: contextual
  * edits, mean relative distance of the target token per layer. One or two runs. */
 gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const char *png) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *g = open_memstream(&buf, &len);
-    if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
-    gf_status st = GF_OK;
     static const char *col[2] = {"#1f77b4", "#d62728"};
-    fprintf(g, "set terminal pngcairo size 1200,600\nset grid\nset style fill transparent solid 0.25 noborder\n");
+    static const char *const angles[5] = {"series", "layer", "median", "q1", "q3"}, *edits[2] = {"layer", "rel_dist"};
+    gf_plot p;
+    GF_TRY(gf_plot_begin(&p, "1200,600", "set style fill transparent solid 0.25 noborder\n"));
+    gf_status st = GF_OK;
     for (int r = 0; r < n_dirs && !st; r++) {
-        char path[1200];
-        gf_tsv t, t2;
-        gf_probe_path(dirs[r], "curvature", "tsv", path, sizeof path);
-        if ((st = gf_tsv_read(path, &t))) break;
-        int32_t cs, cl, cm, c1, c3;
-        if (!(st = gf_tsv_col(&t, "series", &cs)) && !(st = gf_tsv_col(&t, "layer", &cl)) && !(st = gf_tsv_col(&t, "median", &cm)) &&
-            !(st = gf_tsv_col(&t, "q1", &c1)) && !(st = gf_tsv_col(&t, "q3", &c3))) {
-            int32_t cols[4] = {cl, cm, c1, c3};
-            char name[32];
-            snprintf(name, sizeof name, "m%d", r); gf_tsv_datablock(g, name, &t, cs, "model", cols, 4);
-            snprintf(name, sizeof name, "r%d", r); gf_tsv_datablock(g, name, &t, cs, "null_random", cols, 4);
-            snprintf(name, sizeof name, "s%d", r); gf_tsv_datablock(g, name, &t, cs, "null_shuffled", cols, 4);
-        }
+        gf_tsv t;
+        int32_t c[5];
+        char name[32];
+        if ((st = gf_plot_table(dirs[r], "curvature", &t, 5, angles, c))) break;
+        snprintf(name, sizeof name, "m%d", r); gf_tsv_datablock(p.g, name, &t, c[0], "model", c + 1, 4);
+        snprintf(name, sizeof name, "r%d", r); gf_tsv_datablock(p.g, name, &t, c[0], "null_random", c + 1, 4);
+        snprintf(name, sizeof name, "s%d", r); gf_tsv_datablock(p.g, name, &t, c[0], "null_shuffled", c + 1, 4);
         gf_tsv_free(&t);
-        if (st) break;
-        gf_probe_path(dirs[r], "curvature-deflection", "tsv", path, sizeof path);
-        if ((st = gf_tsv_read(path, &t2))) break;
-        int32_t dl, dr;
-        if (!(st = gf_tsv_col(&t2, "layer", &dl)) && !(st = gf_tsv_col(&t2, "rel_dist", &dr))) {
-            int32_t cols[2] = {dl, dr};
-            char name[32];
-            snprintf(name, sizeof name, "d%d", r);
-            gf_tsv_datablock(g, name, &t2, 0, NULL, cols, 2);
-        }
-        gf_tsv_free(&t2);
+        if ((st = gf_plot_table(dirs[r], "curvature-deflection", &t, 2, edits, c))) break;
+        snprintf(name, sizeof name, "d%d", r);
+        gf_tsv_datablock(p.g, name, &t, 0, NULL, c, 2);
+        gf_tsv_free(&t);
     }
     if (!st) {
-        fprintf(g, "set multiplot layout 1,2\nset xlabel 'hidden state h_l where the path turns (layer)'\n"
-"set ylabel 'turning angle (degrees)'\nset key outside bottom center maxrows 3 font ',9'\nset xtics 1\n"
-                   "set title 'token trajectories: median and IQR (bands: nulls)'\nplot ");
+        gf_plot_command(&p, "set multiplot layout 1,2\nset xlabel 'hidden state h_l where the path turns (layer)'\n"
+                            "set ylabel 'turning angle (degrees)'\nset key outside bottom center maxrows 3 font ',9'\n"
+                            "set xtics 1\nset title 'token trajectories: median and IQR (bands: nulls)'\n", "plot");
         for (int r = 0; r < n_dirs; r++) {
-            char nm[300];
-            gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$r%d using 1:3:4 with filledcurves lc rgb '%s' title ", r ? ", " : "", r, col[r]);
-            gf_probe_title(g, nm, ": random directions");
-            fprintf(g, ", $s%d using 1:3:4 with filledcurves lc rgb '%s' fs pattern 4 title ", r, col[r]);
-            gf_probe_title(g, nm, ": layers shuffled");
-            fprintf(g, ", $m%d using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '%s' title ", r, col[r]);
-            gf_probe_title(g, nm, ": model");
+            gf_plot_series(&p, dirs[r], ": random directions", "$r%d using 1:3:4 with filledcurves lc rgb '%s'", r,
+                           col[r]);
+            gf_plot_series(&p, dirs[r], ": layers shuffled",
+                           "$s%d using 1:3:4 with filledcurves lc rgb '%s' fs pattern 4", r, col[r]);
+            gf_plot_series(&p, dirs[r], ": model", "$m%d using 1:2:3:4 with yerrorlines lw 2 pt 7 lc rgb '%s'", r,
+                           col[r]);
         }
-        fprintf(g, "\nset xlabel 'layer (0 = embeddings)'\nset ylabel 'relative distance |h^A - h^B| / |h|'\n"
-                   "set key outside bottom center font ',9'\nset title 'contextual edit: target token, mean over prompt pairs'\nplot ");
-        for (int r = 0; r < n_dirs; r++) {
-            char nm[300];
-            gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$d%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s' title ", r ? ", " : "", r, col[r]);
-            gf_probe_title(g, nm, "");
-        }
-        fprintf(g, "\nunset multiplot\n");
+        gf_plot_command(&p, "set xlabel 'layer (0 = embeddings)'\nset ylabel 'relative distance |h^A - h^B| / |h|'\n"
+                            "set key outside bottom center font ',9'\n"
+                            "set title 'contextual edit: target token, mean over prompt pairs'\n", "plot");
+        for (int r = 0; r < n_dirs; r++)
+            gf_plot_series(&p, dirs[r], "", "$d%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s'", r, col[r]);
     }
-    fclose(g);
-    if (!st) st = gf_probe_gnuplot(buf, png);
-    free(buf);
-    return st;
+    return gf_plot_draw(&p, st, "unset multiplot\n", png);
 }

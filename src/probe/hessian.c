@@ -232,11 +232,8 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
     gf_probe_close(&p);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);
     if (!st && o->plot) {
-        char png[1200];
-        gf_probe_path(run_dir, "hessian", "png", png, sizeof png);
-        const char *dirs[1] = {run_dir};
-        st = gf_probe_hessian_plot(dirs, 1, png);
-        if (!st && o->log) fprintf(stderr, "probe: wrote %s\n", png);
+        st = gf_probe_replot("hessian", run_dir);
+        if (!st && o->log) fprintf(stderr, "probe: wrote %s/probe-hessian.png\n", run_dir);
     }
     return st;
 }
@@ -245,60 +242,42 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
 gf_status gf_probe_hessian_plot(const char *const *dirs, int n_dirs, const char *png) {
     static const char *groups[] = {"red", "plu", "gate", "q", "k", "v", "o", "ffn"};
     static const char *gcol[] = {"#e41a1c", "#ff7f00", "#a65628", "#377eb8", "#4daf4a", "#984ea3", "#17becf", "#333333"};
+    static const char *const names[4] = {"group", "layer", "lambda_1", "trace_per_param"};
     const int NG = (int)(sizeof groups / sizeof groups[0]);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *g = open_memstream(&buf, &len);
-    if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
+    gf_plot p;
+    GF_TRY(gf_plot_begin(&p, "1300,640", ""));
     gf_status st = GF_OK;
     int present[2][16] = {{0}};
-    fprintf(g, "set terminal pngcairo size 1300,640\nset grid\n");
     for (int r = 0; r < n_dirs && !st; r++) {
-        char path[1200];
         gf_tsv t;
-        gf_probe_path(dirs[r], "hessian", "tsv", path, sizeof path);
-        if ((st = gf_tsv_read(path, &t))) break;
-        int32_t cg, cl, c1, ct;
-        if (!(st = gf_tsv_col(&t, "group", &cg)) && !(st = gf_tsv_col(&t, "layer", &cl)) &&
-            !(st = gf_tsv_col(&t, "lambda_1", &c1)) && !(st = gf_tsv_col(&t, "trace_per_param", &ct))) {
-            int32_t cols[3] = {cl, c1, ct};
-            for (int k = 0; k < NG; k++) {
-                for (int64_t i = 0; i < t.n_rows; i++) if (!strcmp(t.rows[i][cg], groups[k])) present[r][k] = 1;
-                if (!present[r][k]) continue;
-                char name[32];
-                snprintf(name, sizeof name, "g%d_%d", r, k);
-                gf_tsv_datablock(g, name, &t, cg, groups[k], cols, 3);
-            }
+        int32_t c[4];
+        if ((st = gf_plot_table(dirs[r], "hessian", &t, 4, names, c))) break;
+        for (int k = 0; k < NG; k++) {
+            for (int64_t i = 0; i < t.n_rows; i++) if (!strcmp(t.rows[i][c[0]], groups[k])) present[r][k] = 1;
+            if (!present[r][k]) continue;
+            char name[32];
+            snprintf(name, sizeof name, "g%d_%d", r, k);
+            gf_tsv_datablock(p.g, name, &t, c[0], groups[k], c + 1, 3);
         }
         gf_tsv_free(&t);
     }
-    if (!st) {
-        for (int panel = 0; panel < 2; panel++) {
-            if (panel == 0)
-                fprintf(g, "set multiplot layout 1,2\nset xlabel 'layer'\nset xtics 1\nset logscale y\nset key outside bottom center horizontal maxrows 3 font ',9'\n"
-                           "set ylabel 'top Hessian eigenvalue {/Symbol l}_1 of the block'\nset title 'Lanczos, per block'\nplot ");
-            else
-                fprintf(g, "set ylabel 'Hutchinson trace / parameters'\nunset logscale y\nset title 'mean curvature per parameter'\nplot ");
-            int first = 1;
-            for (int r = 0; r < n_dirs; r++) {
-                char nm[300];
-                gf_probe_basename(dirs[r], nm, sizeof nm);
-                for (int k = 0; k < NG; k++) {
-                    if (!present[r][k]) continue;
-                    char what[32];
-                    snprintf(what, sizeof what, " %s", groups[k]);
-                    fprintf(g, "%s$g%d_%d using 1:%d with linespoints lw 2 pt %d dt %d lc rgb '%s' title ", first ? "" : ", ",
-                            r, k, panel ? 3 : 2, r ? 6 : 7, r ? 2 : 1, gcol[k]);
-                    gf_probe_title(g, nm, what);
-                    first = 0;
-                }
+    for (int panel = 0; panel < 2 && !st; panel++) {
+        if (panel == 0)
+            gf_plot_command(&p, "set multiplot layout 1,2\nset xlabel 'layer'\nset xtics 1\nset logscale y\n"
+                                "set key outside bottom center horizontal maxrows 3 font ',9'\n"
+                                "set ylabel 'top Hessian eigenvalue {/Symbol l}_1 of the block'\n"
+                                "set title 'Lanczos, per block'\n", "plot");
+        else
+            gf_plot_command(&p, "set ylabel 'Hutchinson trace / parameters'\nunset logscale y\n"
+                                "set title 'mean curvature per parameter'\n", "plot");
+        for (int r = 0; r < n_dirs; r++)
+            for (int k = 0; k < NG; k++) {
+                if (!present[r][k]) continue;
+                char what[32];
+                snprintf(what, sizeof what, " %s", groups[k]);
+                gf_plot_series(&p, dirs[r], what, "$g%d_%d using 1:%d with linespoints lw 2 pt %d dt %d lc rgb '%s'", r,
+                               k, panel ? 3 : 2, r ? 6 : 7, r ? 2 : 1, gcol[k]);
             }
-            fprintf(g, "\n");
-        }
-        fprintf(g, "unset multiplot\n");
     }
-    fclose(g);
-    if (!st) st = gf_probe_gnuplot(buf, png);
-    free(buf);
-    return st;
+    return gf_plot_draw(&p, st, "unset multiplot\n", png);
 }

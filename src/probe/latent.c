@@ -166,47 +166,33 @@ gf_status gf_probe_pca(const char *run_dir, const gf_probe_opts *o) {
     return st;
 }
 
-/* A plot script in a memstream: the shared preamble, then the caller's commands. */
-static FILE *pca_script(char **buf, size_t *len, const char *size) {
-    FILE *g = open_memstream(buf, len);
-    if (g)
-        fprintf(g, "set terminal pngcairo size %s\nset grid\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', "
-                   "3 '#5ec962', 4 '#fde725')\nset cblabel 'layer'\n", size);
-    return g;
-}
+/* The PCA plots' preamble (after gf_plot_begin's): a layer palette */
+static const char pca_palette[] = "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', "
+                                  "4 '#fde725')\nset cblabel 'layer'\n";
 
-/* draw probe-<stem>.png of dir from the script in g (closed here: then *buf holds it; freed) */
-static gf_status pca_draw(const char *dir, const char *stem, FILE *g, char **buf) {
+/* draw probe-<stem>.png of dir from p's script */
+static gf_status pca_draw(const char *dir, const char *stem, gf_plot *p) {
     char png[1200];
     gf_probe_path(dir, stem, "png", png, sizeof png);
-    gf_status st = fclose(g) != 0 ? gf_error_set(GF_E_NOMEM, "plot script") : gf_probe_gnuplot(*buf, png);
-    free(*buf);
-    *buf = NULL;
-    return st;
+    return gf_plot_draw(p, GF_OK, "", png);
 }
 
 /* $mix and $ffn (layer pc1 pc2 pc3) from probe-pca-points.tsv, $pos (position pc1 pc2 pc3) from
  * probe-pca-pos.tsv, $norm (position h0..hN) from probe-pca-norm.tsv; *n_h the hidden states */
 static gf_status pca_data(const char *dir, FILE *g, int *n_h) {
+    static const char *const pts[5] = {"component", "layer", "pc1", "pc2", "pc3"};
+    static const char *const pos[4] = {"position", "pc1", "pc2", "pc3"};
     char path[1200];
     gf_tsv t;
-    int32_t c[4], cc;
-    gf_probe_path(dir, "pca-points", "tsv", path, sizeof path);
-    GF_TRY(gf_tsv_read(path, &t));
-    gf_status st = gf_tsv_col(&t, "component", &cc);
-    static const char *const pts[4] = {"layer", "pc1", "pc2", "pc3"};
-    for (int i = 0; i < 4 && !st; i++) st = gf_tsv_col(&t, pts[i], &c[i]);
-    if (!st) gf_tsv_datablock(g, "mix", &t, cc, "mix", c, 4);
-    if (!st) gf_tsv_datablock(g, "ffn", &t, cc, "ffn", c, 4);
+    int32_t c[5];
+    GF_TRY(gf_plot_table(dir, "pca-points", &t, 5, pts, c));
+    gf_tsv_datablock(g, "mix", &t, c[0], "mix", c + 1, 4);
+    gf_tsv_datablock(g, "ffn", &t, c[0], "ffn", c + 1, 4);
     gf_tsv_free(&t);
-    GF_TRY(st);
-    gf_probe_path(dir, "pca-pos", "tsv", path, sizeof path);
-    GF_TRY(gf_tsv_read(path, &t));
-    static const char *const pos[4] = {"position", "pc1", "pc2", "pc3"};
-    for (int i = 0; i < 4 && !st; i++) st = gf_tsv_col(&t, pos[i], &c[i]);
-    if (!st) gf_tsv_datablock(g, "pos", &t, 0, NULL, c, 4);
+    GF_TRY(gf_plot_table(dir, "pca-pos", &t, 4, pos, c));
+    gf_tsv_datablock(g, "pos", &t, 0, NULL, c, 4);
     gf_tsv_free(&t);
-    GF_TRY(st);
+    gf_status st = GF_OK;
     gf_probe_path(dir, "pca-norm", "tsv", path, sizeof path);
     GF_TRY(gf_tsv_read(path, &t));
     int32_t *all = malloc((size_t)t.n_cols * sizeof *all);
@@ -221,43 +207,47 @@ static gf_status pca_data(const char *dir, FILE *g, int *n_h) {
 
 /* The four single-run PCA plots, one gnuplot each, the TSVs inline (no path in a script). */
 gf_status gf_probe_pca_plots(const char *dir) {
-    char nm[300], *data = NULL, *buf = NULL;
-    size_t dlen = 0, len = 0;
+    char nm[300], *data = NULL;
+    size_t dlen = 0;
     gf_probe_basename(dir, nm, sizeof nm);
     int n_h = 0;
     FILE *d = open_memstream(&data, &dlen);
     if (!d) return gf_error_set(GF_E_NOMEM, "plot data");
     gf_status st = pca_data(dir, d, &n_h);
     if (fclose(d) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "plot data");
-    FILE *g = NULL;
-    if (!st && !(g = pca_script(&buf, &len, "1400,640"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    gf_plot p;
+    if (!st) st = gf_plot_begin(&p, "1400,640", pca_palette);
     if (!st) {
+        FILE *g = p.g;
         fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset multiplot layout 1,2 title ", data);
         gf_probe_title(g, nm, ": branch outputs of every layer in one PCA, coloured by layer");
         fprintf(g, "\nset title 'mixing branch (Grassmann mix / attention)'\n"
                    "plot $mix using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\n"
                    "set title 'FFN branch'\nplot $ffn using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\nunset multiplot\n");
-        st = pca_draw(dir, "pca", g, &buf);
+        st = pca_draw(dir, "pca", &p);
     }
-    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
     if (!st) {
+        FILE *g = p.g;
         fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset zlabel 'joint PC3'\nset view 60,30\n"
                    "set xyplane 0\nset title ", data);
         gf_probe_title(g, nm, ": joint PCA, 3-D");
         fprintf(g, "\nsplot $mix using 2:3:4:1 with points pt 6 ps 0.5 lc palette title 'mix', "
                    "$ffn using 2:3:4:1 with points pt 8 ps 0.5 lc palette title 'ffn'\n");
-        st = pca_draw(dir, "pca-3d", g, &buf);
+        st = pca_draw(dir, "pca-3d", &p);
     }
-    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
     if (!st) {
+        FILE *g = p.g;
         fprintf(g, "%sset cblabel 'position'\nset xlabel 'PC1'\nset ylabel 'PC2'\nset zlabel 'PC3'\nset view 60,30\n"
                    "set xyplane 0\nset title ", data);
         gf_probe_title(g, nm, ": learned position table, first three principal components");
         fprintf(g, "\nsplot $pos using 2:3:4:1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n");
-        st = pca_draw(dir, "pca-pos", g, &buf);
+        st = pca_draw(dir, "pca-pos", &p);
     }
-    if (!st && !(g = pca_script(&buf, &len, "1000,800"))) st = gf_error_set(GF_E_NOMEM, "plot script");
+    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
     if (!st) {
+        FILE *g = p.g;
         fprintf(g, "%sunset colorbox\nset xlabel 'position in the window'\nset ylabel 'mean |h_l| over windows'\n"
                    "set logscale y\nset key outside right\nset title ", data);
         gf_probe_title(g, nm, ": hidden-state norm by position");
@@ -266,7 +256,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
             fprintf(g, "%s$norm using 1:%d with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", l + 2,
                     n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
         fprintf(g, "\n");
-        st = pca_draw(dir, "pca-norm", g, &buf);
+        st = pca_draw(dir, "pca-norm", &p);
     }
     free(data);
     return st;

@@ -72,75 +72,52 @@ gf_status gf_probe_replot(const char *kind, const char *run_dir) {
  * right: |h_N| by position relative to its mean (the first-token effect, scale-free). */
 gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const char *png) {
     static const char *col[2] = {"#1f77b4", "#d62728"};
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *g = open_memstream(&buf, &len);
-    if (!g) return gf_error_set(GF_E_NOMEM, "plot script");
+    static const char *const names[4] = {"layer", "component", "participation_ratio", "ev1"};
+    static const char *comp[3] = {"mix", "ffn", "hidden"}, *style[3] = {"lw 2 pt 6", "lw 2 pt 8 dt 2", "lw 1 pt 1 dt 3"},
+                      *suffix[3] = {" mix", " ffn", " h_l"};
+    gf_plot p;
+    GF_TRY(gf_plot_begin(&p, "1500,480", ""));
     gf_status st = GF_OK;
-    fprintf(g, "set terminal pngcairo size 1500,480\nset grid\n");
     for (int r = 0; r < n_dirs && !st; r++) {
-        char path[1200];
         gf_tsv t;
-        gf_probe_path(dirs[r], "pca", "tsv", path, sizeof path);
-        if ((st = gf_tsv_read(path, &t))) break;
-        int32_t cl, cc, cp, c1;
-        if (!(st = gf_tsv_col(&t, "layer", &cl)) && !(st = gf_tsv_col(&t, "component", &cc)) &&
-            !(st = gf_tsv_col(&t, "participation_ratio", &cp)) && !(st = gf_tsv_col(&t, "ev1", &c1))) {
-            int32_t cols[3] = {cl, cp, c1};
-            static const char *comp[3] = {"mix", "ffn", "hidden"};
-            for (int c = 0; c < 3; c++) {
-                char name[32];
-                snprintf(name, sizeof name, "%s%d", comp[c], r);
-                gf_tsv_datablock(g, name, &t, cc, comp[c], cols, 3);
-            }
+        int32_t c[4];
+        if ((st = gf_plot_table(dirs[r], "pca", &t, 4, names, c))) break;
+        const int32_t cols[3] = {c[0], c[2], c[3]}; /* layer, participation ratio, ev1 */
+        for (int k = 0; k < 3; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", comp[k], r);
+            gf_tsv_datablock(p.g, name, &t, c[1], comp[k], cols, 3);
         }
         gf_tsv_free(&t);
-        if (st) break;
+        char path[1200];
         gf_probe_path(dirs[r], "pca-norm", "tsv", path, sizeof path);
         if ((st = gf_tsv_read(path, &t))) break;
         double mean = 0;
         for (int64_t i = 0; i < t.n_rows; i++) mean += gf_tsv_num(&t, i, t.n_cols - 1) / (double)t.n_rows;
-        fprintf(g, "$norm%d << EOD\n", r);
-        for (int64_t i = 0; i < t.n_rows; i++) fprintf(g, "%.9g %.6f\n", gf_tsv_num(&t, i, 0), gf_tsv_num(&t, i, t.n_cols - 1) / mean);
-        fprintf(g, "EOD\n");
+        fprintf(p.g, "$norm%d << EOD\n", r);
+        for (int64_t i = 0; i < t.n_rows; i++)
+            fprintf(p.g, "%.9g %.6f\n", gf_tsv_num(&t, i, 0), gf_tsv_num(&t, i, t.n_cols - 1) / mean);
+        fprintf(p.g, "EOD\n");
         gf_tsv_free(&t);
     }
     if (!st) {
-        fprintf(g, "set multiplot layout 1,3\nset xlabel 'layer'\nset xtics 1\nset key top left font ',9'\n"
-                   "set ylabel 'participation ratio (effective dimension)'\nset title 'PCA spectrum per layer'\nplot ");
-        for (int r = 0; r < n_dirs; r++) {
-            char nm[300];
-            gf_probe_basename(dirs[r], nm, sizeof nm);
-            static const char *comp[3] = {"mix", "ffn", "hidden"}, *style[3] = {"lw 2 pt 6", "lw 2 pt 8 dt 2", "lw 1 pt 1 dt 3"};
-            for (int c = 0; c < 3; c++) {
-                fprintf(g, "%s$%s%d using 1:2 with linespoints %s lc rgb '%s' title ", r || c ? ", " : "", comp[c], r,
-                        style[c], col[r]);
-                gf_probe_title(g, nm, c == 0 ? " mix" : c == 1 ? " ffn" : " h_l");
-            }
-        }
-        fprintf(g, "\nset ylabel 'variance share of PC1'\nset title 'first principal component'\nplot ");
-        for (int r = 0; r < n_dirs; r++) {
-            char nm[300];
-            gf_probe_basename(dirs[r], nm, sizeof nm);
-            static const char *comp[3] = {"mix", "ffn", "hidden"}, *style[3] = {"lw 2 pt 6", "lw 2 pt 8 dt 2", "lw 1 pt 1 dt 3"};
-            for (int c = 0; c < 3; c++) {
-                fprintf(g, "%s$%s%d using 1:3 with linespoints %s lc rgb '%s' title ", r || c ? ", " : "", comp[c], r,
-                        style[c], col[r]);
-                gf_probe_title(g, nm, c == 0 ? " mix" : c == 1 ? " ffn" : " h_l");
-            }
-        }
-        fprintf(g, "\nset xlabel 'position in the window'\nunset xtics\nset xtics auto\n"
-                   "set ylabel '|h_N| at the position / its mean over positions'\nset title 'last hidden state: norm by position'\nplot ");
-        for (int r = 0; r < n_dirs; r++) {
-            char nm[300];
-            gf_probe_basename(dirs[r], nm, sizeof nm);
-            fprintf(g, "%s$norm%d using 1:2 with lines lw 2 lc rgb '%s' title ", r ? ", " : "", r, col[r]);
-            gf_probe_title(g, nm, "");
-        }
-        fprintf(g, "\nunset multiplot\n");
+        gf_plot_command(&p, "set multiplot layout 1,3\nset xlabel 'layer'\nset xtics 1\nset key top left font ',9'\n"
+                            "set ylabel 'participation ratio (effective dimension)'\n"
+                            "set title 'PCA spectrum per layer'\n", "plot");
+        for (int r = 0; r < n_dirs; r++)
+            for (int k = 0; k < 3; k++)
+                gf_plot_series(&p, dirs[r], suffix[k], "$%s%d using 1:2 with linespoints %s lc rgb '%s'", comp[k], r,
+                               style[k], col[r]);
+        gf_plot_command(&p, "set ylabel 'variance share of PC1'\nset title 'first principal component'\n", "plot");
+        for (int r = 0; r < n_dirs; r++)
+            for (int k = 0; k < 3; k++)
+                gf_plot_series(&p, dirs[r], suffix[k], "$%s%d using 1:3 with linespoints %s lc rgb '%s'", comp[k], r,
+                               style[k], col[r]);
+        gf_plot_command(&p, "set xlabel 'position in the window'\nunset xtics\nset xtics auto\n"
+                            "set ylabel '|h_N| at the position / its mean over positions'\n"
+                            "set title 'last hidden state: norm by position'\n", "plot");
+        for (int r = 0; r < n_dirs; r++)
+            gf_plot_series(&p, dirs[r], "", "$norm%d using 1:2 with lines lw 2 lc rgb '%s'", r, col[r]);
     }
-    fclose(g);
-    if (!st) st = gf_probe_gnuplot(buf, png);
-    free(buf);
-    return st;
+    return gf_plot_draw(&p, st, "unset multiplot\n", png);
 }

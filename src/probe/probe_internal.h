@@ -52,6 +52,29 @@ void gf_tsv_free(gf_tsv *t);
  * `using` numbering 1..) of the rows whose column `key_col` equals `key` (key NULL: all rows). */
 void gf_tsv_datablock(FILE *g, const char *name, const gf_tsv *t, int32_t key_col, const char *key, const int32_t *cols,
                       int n_cols);
+/* A run's table <dir>/probe-<stem>.tsv read, with the columns `names` (n, looked up in order)
+ * into cols; on failure nothing is left to free. */
+gf_status gf_plot_table(const char *dir, const char *stem, gf_tsv *t, int n, const char *const *names, int32_t *cols);
+
+/* A gnuplot script built in memory and drawn once: every probe plot.
+ *   gf_plot_begin   the terminal (pngcairo of `size`, "W,H"), a grid, and `preamble` (lines)
+ *   p->g            the caller's datablocks (gf_tsv_datablock) and settings
+ *   gf_plot_command `lines` (settings), then "plot " or "splot " (cmd): a command of series; it
+ *                   ends the one before
+ *   gf_plot_series  one series: ", " after the command's first, the text of fmt, then " title "
+ *                   and the run's name (dir's basename) with suffix, quoted (gf_probe_title)
+ *   gf_plot_draw    ends the open command, appends `tail`, draws png unless st, frees the script */
+typedef struct gf_plot {
+    FILE *g;
+    char *buf;
+    size_t len;
+    int series; /* series of the open command; -1: none open */
+} gf_plot;
+gf_status gf_plot_begin(gf_plot *p, const char *size, const char *preamble);
+void gf_plot_command(gf_plot *p, const char *lines, const char *cmd);
+void gf_plot_series(gf_plot *p, const char *dir, const char *suffix, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+gf_status gf_plot_draw(gf_plot *p, gf_status st, const char *tail, const char *png);
 
 /* The plots, from the probes' TSVs, of one run or two overlaid (dirs[0], dirs[1]). */
 gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const char *png);

@@ -63,16 +63,18 @@ static gf_status check_file(const gf_session *s, gf_split split, char *path, siz
 }
 
 /* A run on the GPU: the step context gets a device arena, the parameter block (drawn on the
- * host: a CPU run and a GPU run start from the same bits) moves to the device, and cuBLAS takes
- * [run] tf32. The task's batches stay host arrays, which the ops stage. */
+ * host: a CPU run and a GPU run start from the same bits) moves to the device, cuBLAS takes
+ * [run] tf32, and the session its GPU step. The task's batches stay host arrays, which the ops
+ * stage. */
 static gf_status use_device(gf_session *s) {
     GF_TRY(gf_session_device_check(&s->r));
     GF_TRY(gf_ctx_use_cuda(&s->ctx, (size_t)64 << 20));
     GF_TRY(gf_params_to_device(s->params, s->r.run.device));
-    return gf_cuda_tf32(s->r.run.tf32);
+    GF_TRY(gf_cuda_tf32(s->r.run.tf32));
+    return gf_gpu_step_open(&s->gpu);
 }
 
-gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int init) {
+gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab, int flags) {
     memset(s, 0, sizeof *s);
     s->r = *r;
     s->task = gf_task_of(r);
@@ -85,11 +87,11 @@ gf_status gf_session_open_model(gf_session *s, const gf_recipe *r, int64_t vocab
                              (long long)r->model.d_model, (long long)r->model.d_ff, (long long)r->model.n_layers,
                              (long long)r->model.max_len, (long long)vocab);
     if (status) return gf_error_wrap(status, "[model]: ");
-    if (init) s->task->init_weights(s, &s->rng);
+    if (flags & GF_SESSION_INIT) s->task->init_weights(s, &s->rng);
     gf_ctx_init(&s->ctx, (size_t)64 << 20, &s->rng);
     s->ctx.precision = r->run.precision;
     s->ctx_ready = 1;
-    return r->run.device == GF_DEV_CPU ? GF_OK : use_device(s);
+    return r->run.device == GF_DEV_CPU || (flags & GF_SESSION_HOST) ? GF_OK : use_device(s);
 }
 
 gf_status gf_session_device_check(const gf_recipe *r) {
@@ -174,9 +176,10 @@ gf_status gf_session_eval_memory_check(const gf_session *s, int training) {
                         training ? "for the training step beside it" : "for the weights", have / 1e9, why);
 }
 
-gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
+/* gf_session_open, its flags those of gf_session_open_model (GF_SESSION_HOST: no device check) */
+static gf_status open_with_data(gf_session *s, const gf_recipe *r, int log, int flags) {
     memset(s, 0, sizeof *s);
-    GF_TRY(gf_session_device_check(r));
+    if (!(flags & GF_SESSION_HOST)) GF_TRY(gf_session_device_check(r));
     gf_threads_set((int)r->run.threads);
     /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too) */
     char tpath[1024];
@@ -195,12 +198,16 @@ gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
     if (log)
         fprintf(stderr, "tokenizer: %s, vocabulary %lld (%.1f s)\n", gf_tokenizer_key(tok),
                 (long long)gf_tokenizer_vocab_size(tok), gf_time_now() - t0);
-    status = gf_session_open_model(s, r, gf_tokenizer_vocab_size(tok), 1);
+    status = gf_session_open_model(s, r, gf_tokenizer_vocab_size(tok), flags);
     s->tok = tok;
     GF_TRY(status);
     /* the dropout stream is separate from the init stream, and both follow from the seed */
     gf_rng_seed(&s->rng, (uint64_t)r->run.seed ^ 0x5DEECE66Dull);
     return GF_OK;
+}
+
+gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log) {
+    return open_with_data(s, r, log, GF_SESSION_INIT);
 }
 
 gf_status gf_session_from_ckpt(gf_session *s, const char *path) {
@@ -212,12 +219,8 @@ gf_status gf_session_from_ckpt(gf_session *s, const char *path) {
     int64_t vocab = v ? strtoll(v, NULL, 10) : 0;
     gf_ckpt_meta_free(&m);
     if (vocab <= 0) return gf_error_set(GF_E_CORRUPT, "%s: checkpoint lacks its vocabulary size (kv 'vocab')", path);
-    /* the model alone (gflow info, export) is read on the host, wherever it trained; s->r stays
-     * the checkpoint's recipe */
-    const gf_device trained_on = r.run.device;
-    r.run.device = GF_DEV_CPU;
-    GF_TRY(gf_session_open_model(s, &r, vocab, 0));
-    s->r.run.device = trained_on;
+    /* the model alone (gflow info, export) is read on the host, wherever it trained */
+    GF_TRY(gf_session_open_model(s, &r, vocab, GF_SESSION_HOST));
     return gf_ckpt_load(path, s->params, NULL);
 }
 
@@ -230,9 +233,7 @@ gf_status gf_session_check_tokenizer(const gf_session *s, const char *path, cons
 }
 
 gf_status gf_session_open_ckpt(gf_session *s, const gf_recipe *r, const char *path) {
-    gf_recipe rc = *r;
-    rc.run.device = GF_DEV_CPU; /* read on the host, wherever it trained */
-    GF_TRY(gf_session_open(s, &rc, 0));
+    GF_TRY(open_with_data(s, r, 0, GF_SESSION_INIT | GF_SESSION_HOST)); /* wherever it trained */
     gf_ckpt_meta m;
     gf_ckpt_meta_init(&m);
     gf_status st = gf_ckpt_peek(path, &m);
@@ -308,8 +309,7 @@ gf_status gf_eval_end(gf_eval_pass *p, gf_status status, double *sums, int n) {
 }
 
 void gf_session_close(gf_session *s) {
-    gf_step_queue_close(s->queue);
-    gf_cuda_graph_free(s->graph);
+    gf_gpu_step_close(s->gpu);
     if (s->ctx_ready) gf_ctx_free(&s->ctx);
     if (s->task) s->task->close(s);
     if (s->tok) gf_tokenizer_free(s->tok);

@@ -28,7 +28,7 @@ HEADER_STAGE = {
     "data.h": "data", "tokenizer.h": "data",
     "recipe.h": "recipe", "ini.h": "recipe",
     "ablate.h": "train", "checkpoint.h": "train", "safetensors.h": "train", "train.h": "train",
-    "session.h": "train", "task.h": "train", "rundir.h": "train",
+    "session.h": "train", "task.h": "train", "rundir.h": "train", "gpu_step.h": "train",
     "probe.h": "probe",
 }
 

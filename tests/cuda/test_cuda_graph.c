@@ -139,16 +139,18 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
 #endif
         /* device memory allocated (and freed) between two steps: a buffer the graph holds may have
          * moved, so the step is captured again, not replayed */
-        const int64_t replays = s[1].graph ? s[1].graph->n_replayed : 0;
+        const gf_cuda_graph *g1 = gf_gpu_step_graph(s[1].gpu);
+        const int64_t replays = g1 ? g1->n_replayed : 0;
         if (step == ALLOC) {
             void *p = NULL;
             GF_REQUIRE_OK(gf_cuda_malloc(&p, 4096));
             gf_cuda_free(p);
         }
         GF_REQUIRE_OK(gf_train_step(&s[1], &st[1], &ac, &in, &out));
-        if (step == ALLOC) replays_after_alloc = s[1].graph ? s[1].graph->n_replayed - replays : -1;
+        g1 = gf_gpu_step_graph(s[1].gpu);
+        if (step == ALLOC) replays_after_alloc = g1 ? g1->n_replayed - replays : -1;
         if (staged_at >= 0 && (step == staged_at + 1 || step == staged_at + 2) && rows[0] == B)
-            replays_after_staged[step - staged_at - 1] = s[1].graph ? s[1].graph->n_replayed - replays : -1;
+            replays_after_staged[step - staged_at - 1] = g1 ? g1->n_replayed - replays : -1;
 #ifdef GF_CUDA_EMULATOR /* a captured step: one graph launch, no wait */
         const unsigned long waits = gf_emu_waits() - waits0;
         if (step >= 2 && step != MORE) /* (the step that grows the arena waits for the stream to free it) */
@@ -180,7 +182,7 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
         same_blocks("after a flush", s[1].params, s[0].params);
         if (gf_test_failed_now()) break;
     }
-    const gf_cuda_graph *g = s[1].graph;
+    const gf_cuda_graph *g = gf_gpu_step_graph(s[1].gpu);
     GF_CHECK(skipped == 1 && partial >= 2, "%d skipped steps (1), %d partial batches (2 or more)", skipped, partial);
     /* GF_CUDA_SYNC=1 (tools/gpu_check.sh's rerun of a failed test) waits after every call: no capture */
     if (gf_cuda_sync_mode()) GF_CHECK(!g, "a graph under GF_CUDA_SYNC=1");
@@ -209,7 +211,7 @@ GF_TEST(cuda, graph_steps_match_uncaptured_bitwise) {
 #ifdef GF_CUDA_EMULATOR /* updated in place but for the steps with an extra copy and the ones after */
     GF_CHECK(g && g->n_instantiated == 5, "%lld graphs instantiated (5)", g ? (long long)g->n_instantiated : -1LL);
 #endif
-    GF_CHECK(!s[0].graph, "cuda_graph = false made a graph");
+    GF_CHECK(!gf_gpu_step_graph(s[0].gpu), "cuda_graph = false made a graph");
     printf("  %d steps (%d partial, 1 skipped, 1 run again): %lld graphs instantiated, %lld updated in place, %lld "
            "replayed\n", K, partial, g ? (long long)g->n_instantiated : -1LL, g ? (long long)g->n_updated : -1LL,
            g ? (long long)g->n_replayed : -1LL);
@@ -251,7 +253,7 @@ GF_TEST(cuda, graph_with_keys_drawn_inside_is_not_replayed) {
                  (long long)step + 1, (double)loss[1][step], (double)loss[0][step]);
     }
     same_blocks("after the steps", s[1].params, s[0].params);
-    const gf_cuda_graph *g = s[1].graph;
+    const gf_cuda_graph *g = gf_gpu_step_graph(s[1].gpu);
     if (!gf_cuda_sync_mode())
         GF_CHECK(g && g->n_launched == K - 1 && g->n_replayed == 0, "graphs: %lld launched (%d), %lld replayed (0)",
                  g ? (long long)g->n_launched : -1LL, K - 1, g ? (long long)g->n_replayed : -1LL);

@@ -2,6 +2,7 @@
  * The same scheme as the host arena (src/core/arena.c), with device memory. */
 #include "gflow/cuda.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,8 @@ static gf_cuda_chunk *chunk_new(gf_cuda_arena *a, size_t cap, gf_status *st) {
 }
 
 /* growth inside a step: no status can be returned from an op, so a failure aborts with it */
-static gf_cuda_chunk *chunk_new_or_abort(gf_cuda_arena *a, size_t cap) {
+static gf_cuda_chunk *chunk_new_or_abort(void *self, size_t cap) {
+    gf_cuda_arena *a = self;
     gf_status st;
     gf_cuda_chunk *c = chunk_new(a, cap, &st);
     if (!c)
@@ -105,29 +107,14 @@ void *gf_cuda_arena_alloc(gf_cuda_arena *a, size_t bytes) {
     if (a->debug) return debug_alloc(a, bytes);
     size_t need = ((bytes + GF_CUDA_ALIGN - 1) & ~(size_t)(GF_CUDA_ALIGN - 1)) + GF_CUDA_FENCE;
     if (need == 0) need = GF_CUDA_ALIGN;
-    gf_cuda_chunk *c = a->head;
-    if (c->used + need > c->cap) {
-        /* grow: at least double the capacity so far, so a step needs O(log) chunks */
-        size_t cap = gf_cuda_arena_capacity(a);
-        if (cap < a->min_chunk) cap = a->min_chunk;
-        if (cap < need) cap = need;
-        gf_cuda_chunk *n = chunk_new_or_abort(a, cap);
-        c->next = n;
-        a->head = c = n;
-    }
-    void *p = c->base + c->used;
+    void *p = gf_chunks_take(&a->head, a->first, a->min_chunk, need, chunk_new_or_abort, a);
     FENCE_UNPOISON(p, bytes);
-    c->used += need;
     a->used += need;
     if (a->used > a->high_water) a->high_water = a->used;
     return p;
 }
 
-size_t gf_cuda_arena_capacity(const gf_cuda_arena *a) {
-    size_t cap = 0;
-    for (const gf_cuda_chunk *c = a->first; c; c = c->next) cap += c->cap;
-    return cap;
-}
+size_t gf_cuda_arena_capacity(const gf_cuda_arena *a) { return gf_chunks_capacity(a->first); }
 
 static void free_chain(gf_cuda_chunk *c) {
     /* kernels of the step may still read the chunks: let the stream finish first */
@@ -296,6 +283,16 @@ float *gf_cuda_zeros(gf_ctx *ctx, int64_t n) {
     float *p = gf_cuda_floats(ctx, n);
     GF_CUDA_NOTE(cudaMemsetAsync(p, 0, (size_t)n * sizeof(float), gf_cuda_stream()));
     return p;
+}
+
+/* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then
+ * one saxpy */
+void gf_cuda_acc_host(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
+    GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_host: %lld elements", (long long)n);
+    GF_ASSERT(ctx->cuda, "gf_cuda_acc_host: a step context without a device arena (gf_ctx_use_cuda)");
+    const float *tmp = gf_cuda_stage(ctx->cuda, src, (size_t)n * sizeof(float));
+    const float one = 1.0f;
+    GF_CUBLAS_NOTE(gf_cublas.saxpy(gf_cuda_blas(), (int)n, &one, tmp, 1, dst, 1));
 }
 
 gf_tensor *gf_cuda_tensor_new(gf_ctx *ctx, int32_t ndim, const int64_t *shape) {

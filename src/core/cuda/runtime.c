@@ -469,13 +469,3 @@ void gf_cuda_acc_const(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
     const float *c = gf_cuda_const(src, (size_t)n * sizeof(float)), one = 1.0f;
     GF_CUBLAS_NOTE(gf_cublas.saxpy(rt.blas, (int)n, &one, c, 1, dst, 1));
 }
-
-/* dst += src: src is staged in the device arena (gf_cuda_stage: the caller may free it), then
- * one saxpy */
-void gf_cuda_acc_host(gf_ctx *ctx, float *dst, const float *src, int64_t n) {
-    GF_ASSERT(n >= 0 && n <= INT_MAX, "gf_cuda_acc_host: %lld elements", (long long)n);
-    GF_ASSERT(ctx->cuda, "gf_cuda_acc_host: a step context without a device arena (gf_ctx_use_cuda)");
-    const float *tmp = gf_cuda_stage(ctx->cuda, src, (size_t)n * sizeof(float));
-    const float one = 1.0f;
-    GF_CUBLAS_NOTE(gf_cublas.saxpy(rt.blas, (int)n, &one, tmp, 1, dst, 1));
-}
