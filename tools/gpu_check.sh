@@ -225,7 +225,8 @@ if [ "$c" = 0 ]; then verdict bench "NOT REACHED" "out of time"; else
   # the host's pass per queued step against the queued step: equal means the host limits it
   bh=$(grep -m1 '^queued_host_ms_per_step:' "$out/bench.log" | awk '{print $2}')
   bw=$(grep -m1 '^queued_ms_per_step:' "$out/bench.log" | awk '{print $2}')
-  if [ "$rc" = 0 ] && [ -n "$tps" ]; then verdict bench PASS "paper GrassmannLM (fp32): $tps tokens/s, $(grep -m1 '^ms_per_step:' "$out/bench.log"); queued ${bq:-?} tokens/s (${bw:-?} ms a step, host ${bh:-?} ms of it), graphs: ${bg:-?}"
+  bk=$(grep -m1 '^kernel_launches_per_step:' "$out/bench.log" | awk '{print $2}')
+  if [ "$rc" = 0 ] && [ -n "$tps" ]; then verdict bench PASS "paper GrassmannLM (fp32): $tps tokens/s, $(grep -m1 '^ms_per_step:' "$out/bench.log"); queued ${bq:-?} tokens/s (${bw:-?} ms a step, host ${bh:-?} ms of it), graphs: ${bg:-?}; ${bk:-?} launches a step uncaptured"
   else verdict bench FAIL "rc $rc (bench.log)"; fi
 fi
 

@@ -48,6 +48,7 @@ typedef struct bench_times {
     double host;          /* GPU: the host's wall time in gf_train_step (queueing, and its own waits) */
     long faults;
     int64_t mallocs, dev_mallocs;
+    int64_t launches[2]; /* GPU: gflow's kernels and cuBLAS calls the host launched (gf_bench_gpu_launches) */
 } bench_times;
 
 /* GPU: the steps queued as the trainer queues them (time_queued) */
@@ -182,7 +183,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     *bt = (bench_times){0};
     double cpu0 = 0;
     long flt0 = 0;
-    int64_t mallocs_before = 0, dev_mallocs_before = 0;
+    int64_t mallocs_before = 0, dev_mallocs_before = 0, launches0[2] = {0, 0};
     gf_step_in in = bench_step_in(s, B, lr, 0);
     for (int64_t it = 0; it < o->warmup + o->steps; it++) {
         int timed = it >= o->warmup;
@@ -190,6 +191,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
             memset(&s->ctx.prof, 0, sizeof s->ctx.prof);
             mallocs_before = s->ctx.arena.n_chunk_allocs;
             dev_mallocs_before = gf_bench_gpu_mallocs(s);
+            gf_bench_gpu_launches(launches0);
             gf_bench_gpu_peak_reset();
             cpu0 = cpu_now();
             flt0 = minor_faults();
@@ -212,6 +214,8 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     bt->faults = minor_faults() - flt0;
     bt->mallocs = s->ctx.arena.n_chunk_allocs - mallocs_before;
     bt->dev_mallocs = gf_bench_gpu_mallocs(s) - dev_mallocs_before;
+    gf_bench_gpu_launches(bt->launches);
+    bt->launches[0] -= launches0[0], bt->launches[1] -= launches0[1];
     return GF_OK;
 }
 
@@ -260,6 +264,11 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
     int prec = gpu ? 3 : 1;
     printf("ms_per_step: %.*f\n", prec, 1e3 * per);
     if (gpu) printf("host_ms_per_step: %.3f (the host's wall time in gf_train_step)\n", 1e3 * bt->host / (double)steps);
+    if (gpu) /* what a step launches when nothing is captured: the count a fused kernel lowers */
+        printf("kernel_launches_per_step: %.1f (gflow's kernels %.1f, cuBLAS calls %.1f; the timed steps, "
+               "uncaptured: a replayed graph launches the same kernels without the host)\n",
+               (double)(bt->launches[0] + bt->launches[1]) / (double)steps, (double)bt->launches[0] / (double)steps,
+               (double)bt->launches[1] / (double)steps);
     if (q) {
         const int64_t *a = q->graphs0, *b = q->graphs1;
         printf("queued_tokens_per_s: %.1f\n", tok * (double)steps / q->wall);

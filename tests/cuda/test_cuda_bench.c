@@ -148,11 +148,46 @@ GF_TEST(cuda, bench_on_gpu) {
         /* the host's share of the queued steps: part of their wall time */
         const double qh = field(out, "queued_host_ms_per_step"), qw = field(out, "queued_ms_per_step");
         GF_CHECK(qh > 0 && qh <= qw, "queued_host_ms_per_step %g, queued_ms_per_step %g", qh, qw);
+        GF_CHECK(field(out, "kernel_launches_per_step") > 0, "kernel_launches_per_step: %g",
+                 field(out, "kernel_launches_per_step"));
         /* the true peak holds at least the arena's high-water mark */
         GF_CHECK(field(out, "peak_device_mb") >= field(out, "device_arena_mb") && field(out, "peak_device_mb") > 0,
                  "peak_device_mb %g, device_arena_mb %g", field(out, "peak_device_mb"), field(out, "device_arena_mb"));
     }
     free(out);
+}
+
+/* kernels and cuBLAS calls a step of an n-layer GrassmannLM launches (bench's counts), -1 on failure */
+static int launches_of(int layers, double *kernels, double *blas) {
+    char log[1024], set[64];
+    snprintf(log, sizeof log, "%s/bench_launches_%d.log", gf_test_tmpdir(), layers);
+    snprintf(set, sizeof set, "model.n_layers=%d", layers);
+    const char *args[] = {"bench", rel_base_recipe(), "--set", "run.device=cuda", "--set", set, "--steps", "2",
+                          "--warmup", "1", "--peak-n", "0", NULL};
+    pid_t pid = rel_gflow_spawn(log, args);
+    int wst = 0;
+    if (pid <= 0 || waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst)) return -1;
+    char *out = slurp_nl(log);
+    if (!out) return -1;
+    const char *p = strstr(out, "\nkernel_launches_per_step: ");
+    int ok = p && sscanf(p, "\nkernel_launches_per_step: %*f (gflow's kernels %lf, cuBLAS calls %lf", kernels, blas) == 2;
+    free(out);
+    return ok ? 0 : -1;
+}
+
+/* The launch count is the step's: each layer adds the same number of kernels and cuBLAS calls
+ * (what a fused kernel would lower), and the rest of the step launches some too. */
+GF_TEST(cuda, bench_counts_launches_per_layer) {
+    if (cuda_bench_possible()) { gf_error_clear(); return; } /* bench_on_gpu checks the refusal */
+    double k[3], b[3];
+    for (int l = 0; l < 3; l++) GF_REQUIRE(launches_of(l + 1, &k[l], &b[l]) == 0, "bench of %d layers", l + 1);
+    GF_CHECK(k[1] - k[0] > 0 && k[2] - k[1] == k[1] - k[0], "gflow's kernels by layers 1, 2, 3: %g %g %g", k[0], k[1],
+             k[2]);
+    GF_CHECK(b[1] - b[0] > 0 && b[2] - b[1] == b[1] - b[0], "cuBLAS calls by layers 1, 2, 3: %g %g %g", b[0], b[1], b[2]);
+    GF_CHECK(k[0] > k[1] - k[0] && b[0] >= b[1] - b[0], "the step outside the layers: %g kernels, %g cuBLAS calls",
+             k[0] - (k[1] - k[0]), b[0] - (b[1] - b[0]));
+    printf("  a GrassmannLM step launches %g kernels and %g cuBLAS calls per layer, %g and %g besides\n", k[1] - k[0],
+           b[1] - b[0], k[0] - (k[1] - k[0]), b[0] - (b[1] - b[0]));
 }
 
 #endif

@@ -27,6 +27,7 @@ static struct {
     int capture_dropped;   /* gf_cuda_capture_drop during it */
     char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
     int64_t n_allocs;      /* cudaMalloc and cudaFree calls (gf_cuda_allocs) */
+    int64_t n_kernels, n_blas; /* launches of gflow's kernels and cuBLAS calls (gf_cuda_launches) */
     struct gf_cuda_live { void *p; size_t bytes; } *live; /* gflow's device allocations now */
     size_t n_live, cap_live;
     size_t held, peak;     /* their bytes, and the most at once (gf_cuda_mem_peak) */
@@ -165,7 +166,18 @@ void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line) {
     rt.noted = GF_E_EXTERNAL;
 }
 
+void gf_cuda_launched(const char *call, const char *file, int line) {
+    rt.n_kernels++;
+    gf_cuda_note(cudaGetLastError(), call, file, line);
+}
+
+void gf_cuda_launches(int64_t *kernels, int64_t *blas_calls) {
+    *kernels = rt.n_kernels;
+    *blas_calls = rt.n_blas;
+}
+
 void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int line) {
+    rt.n_blas++;
     if (rt.noted) return;
     if (s == CUBLAS_STATUS_SUCCESS) {
         sync_after(call, file, line);
