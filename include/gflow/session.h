@@ -46,6 +46,9 @@ gf_status gf_session_device_check(const gf_recipe *r);
  * leaves. Checked before the first step (train, bench), whose arena would otherwise grow until
  * the allocation fails. CPU runs only. */
 gf_status gf_session_memory_check(const gf_session *s, int64_t B);
+/* The recipe's tokenizer alone (gf_recipe_tokenizer_path, verified; `gflow data encode`); log: a
+ * line on stderr naming it and its vocabulary. */
+gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);

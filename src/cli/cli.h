@@ -15,6 +15,7 @@ int gf_cmd_sample(int argc, char **argv);
 int gf_cmd_info(int argc, char **argv);
 int gf_cmd_export(int argc, char **argv);
 int gf_cmd_data(int argc, char **argv);
+int gf_cmd_data_encode(int argc, char **argv); /* `gflow data encode`, argv[0] "encode" */
 int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_ablate(int argc, char **argv);
 int gf_cmd_probe(int argc, char **argv);
