@@ -1,6 +1,6 @@
-/* cmd_data_encode.c — `gflow data encode RECIPE|RUN_DIR|CHECKPOINT`: the token ids of each line of
- * standard input, as the recipe's (or the run's) tokenizer makes them, so a user sees what the
- * model sees. */
+/* cmd_data_encode.c — `gflow data encode RECIPE|RUN_DIR|CHECKPOINT` (parsed, with its --help, by
+ * cmd_data.c): the token ids of each line of standard input, as the recipe's (or the run's)
+ * tokenizer makes them, so a user sees what the model sees. */
 #include "cli.h"
 #include "gflow/checkpoint.h"
 #include "gflow/session.h"
@@ -9,24 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { O_SET = 1 };
-static const gf_cli_opt k_opts[] = {
-    {O_SET, "set", "section.key=value", "override one recipe key (repeatable; a recipe only)"},
-    {0},
-};
-static const gf_cli_spec k_spec = {
-    "data encode",
-    "RECIPE|RUN_DIR|CHECKPOINT [--set section.key=value]...",
-    "  Reads UTF-8 text on standard input and prints the token ids of each line, space-separated, a\n"
-    "  line of ids per input line (an empty line for a line without tokens), with the tokenizer of the\n"
-    "  recipe or of the run's checkpoint (any [tokenizer] kind; it must be the one the checkpoint was\n"
-    "  trained with). The end-of-line id a language model's stream adds after each line is not printed.\n",
-    k_opts,
-    NULL,
-};
-
 /* the tokenizer of a recipe (with --set) or of a run directory or checkpoint (checked against it) */
-static gf_status open_tok(const char *target, const char **sets, int64_t n_sets, gf_tokenizer **tok) {
+static gf_status open_tok(const char *target, const char *const *sets, int64_t n_sets, gf_tokenizer **tok) {
     struct stat sb;
     gf_recipe r;
     if (stat(target, &sb) == 0 && (S_ISDIR(sb.st_mode) || strstr(target, ".ckpt"))) {
@@ -68,28 +52,13 @@ static gf_status encode_stdin(const gf_tokenizer *tok) {
     return st;
 }
 
-int gf_cmd_data_encode(int argc, char **argv) {
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    int64_t n_sets = 0;
-    gf_cli p;
-    gf_cli_begin(&p, &k_spec, argc, argv);
-    const char *v;
-    int k;
-    while ((k = gf_cli_next(&p, &v)) > 0)
-        if (k == O_SET) sets[n_sets++] = v;
-    if (k < 0 || !gf_cli_args(&p, 1, 1, "a recipe, run directory or checkpoint")) {
-        free(sets);
-        return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE;
-    }
+int gf_cmd_data_encode(const gf_cli_spec *spec, const char *target, const char *const *sets, int64_t n_sets) {
     struct stat sb;
-    if (n_sets && stat(p.pos[0], &sb) == 0 && (S_ISDIR(sb.st_mode) || strstr(p.pos[0], ".ckpt"))) {
-        free(sets);
-        return gf_cli_usage(&k_spec, "--set applies to a recipe, not to the run '%s' (its checkpoint holds its recipe)",
-                            p.pos[0]);
-    }
+    if (n_sets && stat(target, &sb) == 0 && (S_ISDIR(sb.st_mode) || strstr(target, ".ckpt")))
+        return gf_cli_usage(spec, "encode: --set applies to a recipe, not to the run '%s' (its checkpoint holds its "
+                            "recipe)", target);
     gf_tokenizer *tok = NULL;
-    gf_status st = open_tok(p.pos[0], sets, n_sets, &tok);
-    free(sets);
+    gf_status st = open_tok(target, sets, n_sets, &tok);
     if (!st) st = encode_stdin(tok);
     gf_tokenizer_free(tok);
     return st ? gf_cli_fail(st) : GF_EXIT_OK;

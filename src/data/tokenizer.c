@@ -326,14 +326,15 @@ gf_status gf_tokenizer_decode(const gf_tokenizer *t, const int32_t *ids, int64_t
     int64_t seg = 0; /* start of the current line's ids */
     for (int64_t i = 0; s == GF_OK && i <= n; i++) {
         if (i < n && ids[i] != t->eol_id) continue;
-        /* ids[seg..i) is one line */
+        /* ids[seg..i) is one line (no pointer arithmetic on the NULL of an empty id list) */
+        const int32_t *line_ids = i > seg ? ids + seg : ids;
         if (t->kind == GF_TOK_SPM) {
             char *line = NULL;
-            s = gf_spm_decode(t->spm, ids + seg, i - seg, &line);
+            s = gf_spm_decode(t->spm, line_ids, i - seg, &line);
             if (s == GF_OK) s = sb_put(&b, line, strlen(line));
             free(line);
         } else {
-            s = decode_pieces(t, ids + seg, i - seg, &b);
+            s = decode_pieces(t, line_ids, i - seg, &b);
         }
         if (s == GF_OK && i < n) s = sb_put(&b, "\n", 1);
         seg = i + 1;

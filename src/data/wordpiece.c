@@ -190,8 +190,16 @@ static gf_status wordpiece(const gf_wordpiece *wp, const int32_t *w, int64_t n, 
     return GF_OK;
 }
 
-/* one whitespace-separated word w[0, n): lowercase, NFD, drop Mn, split off punctuation */
-static gf_status basic_word(const gf_wordpiece *wp, const int32_t *w, int64_t n, wp_scratch *sc, gf_ids *out) {
+/* w[0, n) lowercased, decomposed (NFD) and without nonspacing marks (accents) into sc->nfd[0, *k) */
+static gf_status lower_nfd(const int32_t *w, int64_t n, wp_scratch *sc, int64_t *k) {
+    int ascii = 1;
+    for (int64_t i = 0; i < n && ascii; i++) ascii = w[i] < 0x80;
+    if (ascii) { /* the common case, sooner: ASCII's own lowercase; NFD changes nothing, no marks */
+        GF_TRY(grow((void **)&sc->nfd, &sc->cap_nfd, n, sizeof *sc->nfd));
+        for (int64_t i = 0; i < n; i++) sc->nfd[i] = w[i] >= 'A' && w[i] <= 'Z' ? w[i] + 32 : w[i];
+        *k = n;
+        return GF_OK;
+    }
     GF_TRY(grow((void **)&sc->u8, &sc->cap_u8, 4 * n, 1));
     int64_t len = 0;
     for (int64_t i = 0; i < n; i++) len += utf8proc_encode_char(lower_at(w, n, i), sc->u8 + len);
@@ -201,9 +209,16 @@ static gf_status basic_word(const gf_wordpiece *wp, const int32_t *w, int64_t n,
         m = utf8proc_decompose(sc->u8, len, sc->nfd, sc->cap_nfd, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
     }
     if (m < 0) return gf_error_set(GF_E_EXTERNAL, "wordpiece: utf8proc: %s", utf8proc_errmsg(m));
-    int64_t k = 0; /* nonspacing marks (accents) out */
+    *k = 0;
     for (int64_t i = 0; i < m; i++)
-        if (utf8proc_category(sc->nfd[i]) != UTF8PROC_CATEGORY_MN) sc->nfd[k++] = sc->nfd[i];
+        if (utf8proc_category(sc->nfd[i]) != UTF8PROC_CATEGORY_MN) sc->nfd[(*k)++] = sc->nfd[i];
+    return GF_OK;
+}
+
+/* one whitespace-separated word w[0, n): lowercase, NFD, drop Mn, split off punctuation */
+static gf_status basic_word(const gf_wordpiece *wp, const int32_t *w, int64_t n, wp_scratch *sc, gf_ids *out) {
+    int64_t k = 0;
+    GF_TRY(lower_nfd(w, n, sc, &k));
     int32_t *d = sc->nfd; /* wordpiece() reuses sc->u8, not sc->nfd */
     for (int64_t i = 0; i < k;) {
         int64_t j = i + 1;
