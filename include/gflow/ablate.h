@@ -16,6 +16,13 @@
  * run.seed = N, i.e. exactly what `gflow train BASE --set run.out_dir=... --set run.name=...`
  * makes by hand. Variants may not set run.name, run.out_dir or (with seeds) run.seed.
  * Loading validates every variant's recipe (errors name ablation-file:line) before anything runs.
+ *
+ * A run that fails (its error, e.g. a non-finite loss or a data file missing) does not stop the
+ * study: the error is printed and kept in <out_dir>/<name>/failures.tsv (run name, error), the
+ * summary lists the run as failed with that error, and the remaining runs go on. Running the
+ * study again retries every failed run, in its place in the order (base first), like any other
+ * unfinished run; a run that then finishes (or a run directory holding summary.tsv) drops its
+ * line from failures.tsv.
  */
 #ifndef GFLOW_ABLATE_H
 #define GFLOW_ABLATE_H
@@ -48,6 +55,8 @@ typedef struct gf_ablate_run {
     gf_recipe recipe;      /* fully resolved */
     gf_ablate_state state; /* at load / last gf_ablation_refresh */
     int64_t step_done;     /* RESUME: steps in last.ckpt */
+    int failed;            /* its last attempt failed (this process, or failures.tsv) */
+    char error[512];       /* failed: the error (one line) */
 } gf_ablate_run;
 
 typedef struct gf_ablation {
@@ -84,13 +93,19 @@ typedef struct gf_ablate_opts {
     int64_t stop_after;      /* tests: > 0 stops each started/resumed run after this many steps in total */
 } gf_ablate_opts;
 
-/* Train what is not finished, in order (base first): skip DONE, resume RESUME, start the rest.
+/* Train what is not finished, in order (base first): skip DONE, resume RESUME, start the rest
+ * (failed runs included: they are retried). A run that fails is reported on stderr, marked
+ * failed (failures.tsv), and the next one starts; GF_OK then, count them with
+ * gf_ablation_failed. An error returned is the study's own (its files, a run directory's state).
  * *interrupted = 1 when a run stopped early (stop_flag or stop_after); the remaining runs are
  * then not started. */
 gf_status gf_ablation_run(gf_ablation *a, const gf_ablate_opts *o, int *interrupted);
 
+/* Runs whose last attempt failed. */
+int64_t gf_ablation_failed(const gf_ablation *a);
+
 /* Write <study_dir>/summary.tsv and summary.md from whatever the run directories hold
- * (unfinished variants show "not run"), and curves.tsv (step, validation perplexity, mean over
+ * (unfinished variants show "not run", failed ones "failed" and the error), and curves.tsv (step, validation perplexity, mean over
  * seeds). `command` is the command line written into summary.md to regenerate it. */
 gf_status gf_ablation_report(const gf_ablation *a, const char *command);
 

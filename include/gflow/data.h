@@ -32,6 +32,17 @@
 
 #define GF_IGNORE_ID (-1)
 
+/* ---- text: one UTF-8 policy (src/data/loader.c) ---- */
+
+/* Every text gflow reads (WikiText splits, SNLI files, tokenizer corpora, a sample prompt) is
+ * well-formed UTF-8 without NUL bytes: no stray continuation or invalid lead byte, no overlong
+ * form, surrogate or code point past U+10FFFF, no sequence cut short. gf_utf8_invalid_at gives
+ * the index of the first byte of s[0..n) that breaks this, n when none does. */
+size_t gf_utf8_invalid_at(const char *s, size_t n);
+/* GF_OK, or GF_E_PARSE naming what:line: (line <= 0: what: alone), the byte and its column
+ * (col0 + index + 1, col0 being where s starts in its line). */
+gf_status gf_text_check(const char *what, int64_t line, size_t col0, const char *s, size_t n);
+
 /* ---- checksums (OpenSSL libcrypto) ---- */
 
 /* sha256 of a whole file; `hex` gets 64 lowercase hex digits + NUL. */

@@ -14,8 +14,18 @@ gf_status gf_mkdir_p(const char *dir);
 /* The directory part of path ("." without a slash, "/" for "/x"), truncated to cap. */
 void gf_path_dir(const char *path, char *out, size_t cap);
 
+/* Open path for writing in place (the files a run appends to, the lock) without ever writing
+ * through a link: mode 'w' unlinks whatever is at path (a link itself, never its target) and
+ * creates a new file (O_EXCL); 'a' appends, '+' reads and writes (both create a missing file):
+ * a symbolic link at path is refused (GF_E_INVALID "PATH is a symbolic link"), so is anything
+ * that is not a regular file, and an empty path. Whole-file outputs use the atomic writer below. */
+gf_status gf_open_nofollow(const char *path, char mode, int *fd);
+/* The same as a FILE * ("w", "a" or "r+"). */
+gf_status gf_fopen_nofollow(const char *path, char mode, FILE **f);
+
 /* Exclusive lock on a directory, held until gf_dir_unlock or the process ends: flock on
- * "<dir>/.lock" (created when missing; it then holds the holder's pid). Fails at once, never
+ * "<dir>/.lock" (created when missing; it then holds the holder's pid; a link there is refused,
+ * gf_open_nofollow). Fails at once, never
  * waits: GF_E_INVALID "DIR is in use by another gflow process (pid N)" when another process
  * holds it. *fd gets the lock's descriptor (-1 on failure). */
 gf_status gf_dir_lock(const char *dir, int *fd);
@@ -45,14 +55,16 @@ gf_status gf_share_dir_for(const char *exe, char *out, size_t cap, int *installe
  *   $GFLOW_DATA_DIR set:           data = $GFLOW_DATA_DIR,              cache = $GFLOW_DATA_DIR/cache
  *   installed, $XDG_DATA_HOME set: data = $XDG_DATA_HOME/gflow/data,    cache = $XDG_DATA_HOME/gflow/cache
  *   installed, $HOME set:          data = ~/.local/share/gflow/data,    cache = ~/.local/share/gflow/cache
- *   otherwise (a build directory): data = datasets/data,                cache = datasets/cache
- * the last relative to the working directory, as the README's quick start runs it from the source
- * tree. gf_data_dirs_for takes `installed` explicitly (tests); gf_data_dirs asks gf_share_dir. */
-void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, size_t cache_cap);
+ *   otherwise (a build directory): data = <source>/datasets/data,       cache = <source>/datasets/cache
+ * <source> being the share directory of a build directory, the source tree (absolute: the same
+ * directories from any working directory; the working directory only when no share directory
+ * is known). gf_data_dirs_for takes `installed` and the share directory explicitly (tests);
+ * gf_data_dirs asks gf_share_dir. */
+void gf_data_dirs_for(int installed, const char *share, char *data, size_t data_cap, char *cache, size_t cache_cap);
 void gf_data_dirs(char *data, size_t data_cap, char *cache, size_t cache_cap);
 
 /* GF_E_INVALID naming path when it exists and is not a regular file (after symlinks): an
- * output must never replace /dev/null, a device, a directory or a pipe. */
+ * output must never replace /dev/null, a device, a directory or a pipe; and for an empty path. */
 gf_status gf_output_regular(const char *path);
 
 /* Atomic file writer, the one home of every whole-file output (checkpoints, safetensors,

@@ -36,6 +36,10 @@
 #include "gflow/tokenizer.h"  /* gf_tokenizer_kind, gf_spm_model_type */
 
 #define GF_RECIPE_STR 256     /* bytes per string value, NUL included */
+/* Bytes in one recipe or ablation-file line (inih's buffer, INI_MAX_LINE 200, less the newline
+ * and NUL): a longer line is refused at file:line, and a value whose line `key = value` would be
+ * longer is refused where it enters (a file or --set), so every resolved recipe reads back. */
+#define GF_RECIPE_MAX_LINE 198
 #define GF_RECIPE_LIST_MAX 64 /* entries per int list */
 /* Longest seq_len, max_len, max_sentence_len (2^16): a longer window is a typo, and would only
  * fail later as an allocation without naming the key. */
@@ -157,7 +161,7 @@ int gf_recipe_set_is_placement(const char *set);
 
 /* Data directory: data.dir, else $GFLOW_DATA_MIRROR, else the data directory of gf_data_dirs
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else
- * "datasets/data"). The pointer is to a per-thread buffer, valid until the next call. */
+ * <source>/datasets/data from a build directory). The pointer is to a per-thread buffer, valid until the next call. */
 const char *gf_recipe_data_dir(const gf_recipe *r);
 /* The tokenizer's file ([tokenizer] train_file) under gf_recipe_data_dir. With data.dir empty and
  * $GFLOW_DATA_MIRROR set, a file the mirror lacks but the data directory of gf_data_dirs holds is
@@ -165,7 +169,7 @@ const char *gf_recipe_data_dir(const gf_recipe *r);
  * fetch` installs what is made of them (bert-base-uncased/vocab.txt). */
 void gf_recipe_tokenizer_path(const gf_recipe *r, char *path, size_t cap);
 /* Tokenizer cache: tokenizer.cache_dir, else the cache directory of gf_data_dirs
- * ("datasets/cache" from a build directory). Per-thread buffer, valid until the next call. */
+ * (<source>/datasets/cache from a build directory). Per-thread buffer, valid until the next call. */
 const char *gf_recipe_cache_dir(const gf_recipe *r);
 
 /* The model config [model] describes, for a tokenizer of `vocab` ids: the LM (WikiText-2) or the

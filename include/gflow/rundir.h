@@ -30,9 +30,22 @@ typedef struct gf_metrics_row {
     int n_fields; /* leading fields parsed: 5 or more for an evaluation row */
 } gf_metrics_row;
 
-/* Call fn for every line of <dir>/metrics.tsv that starts with step and epoch (the header and
- * torn lines are skipped); returns 0 when there is no metrics.tsv, else 1. */
-int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
+/* Call fn for every row of <dir>/metrics.tsv, checked as it is read: the header, then rows of
+ * step and epoch (counts), split (train, valid or test) and up to six numbers or "-" (5 to 9
+ * fields); a last line without its newline (a run killed while writing it) is skipped.
+ * GF_E_NOTFOUND when there is no metrics.tsv; GF_E_PARSE naming metrics.tsv:line and what is
+ * wrong at the first bad line (fn has seen the rows before it). */
+gf_status gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user);
+
+/* Before a new run in dir (fresh, --overwrite, or started again from step 0): when dir is a run
+ * directory (it holds recipe.ini, last.ckpt, best.ckpt or metrics.tsv), remove every file a run
+ * and its probes wrote there (last.ckpt, best.ckpt, metrics.tsv, speed.tsv, summary.tsv,
+ * recipe.ini, probe-*.tsv, probe-*.png, and their atomic-writer tmp files), so that what the
+ * directory holds is the new run's or gone. Links are removed, never followed; other files
+ * (.lock, the user's) stay. Nothing is removed when one of them is not a regular file after
+ * links (a directory, a link to /dev/full: gf_output_regular's error, naming it); GF_E_IO naming
+ * a file that cannot be removed. */
+gf_status gf_run_dir_clear(const char *dir);
 
 /* Draw `png` with gnuplot: the script (which must not `set output`: gnuplot's stdout is the
  * atomic writer's tmp file, gflow/fs.h) goes to gnuplot's stdin, without a shell; its messages

@@ -49,6 +49,10 @@ gf_status gf_session_memory_check(const gf_session *s, int64_t B);
 /* The recipe's tokenizer alone (gf_recipe_tokenizer_path, verified; `gflow data encode`); log: a
  * line on stderr naming it and its vocabulary. */
 gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log);
+/* The same for the evaluation batch ([eval] batch_size rows, allocated whole): GF_E_NOMEM naming
+ * the key when it cannot fit beside the training step's lower bound (training) or the weights.
+ * Checked before the first step, so a run is not refused at its first evaluation. */
+gf_status gf_session_eval_memory_check(const gf_session *s, int training);
 /* Build tokenizer and model from the recipe (weights initialised from run.seed); checks the
  * device first (gf_session_device_check). */
 gf_status gf_session_open(gf_session *s, const gf_recipe *r, int log);

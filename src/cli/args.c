@@ -149,12 +149,17 @@ int gf_cli_next(gf_cli *p, const char **val) {
         else gf_cli_usage(s, "unknown option '-%c'", optopt);
         return GF_CLI_USAGE;
     }
+    const gf_cli_opt *o = &s->opts[c - GF_CLI_VAL0];
+    if (o->arg && !*optarg) /* an empty path would be "./.tmp", an empty number 0 */
+        return gf_cli_usage(s, "option '--%s' needs a value (%s), got ''", o->name, o->arg), GF_CLI_USAGE;
     *val = optarg;
-    return s->opts[c - GF_CLI_VAL0].key;
+    return o->key;
 }
 
 int gf_cli_args(const gf_cli *p, int lo, int hi, const char *what) {
     if (p->n_pos > hi) return gf_cli_usage(p->spec, "unexpected argument '%s'", p->pos[hi]), 0;
     if (p->n_pos < lo) return gf_cli_usage(p->spec, "missing %s", what), 0;
+    for (int i = 0; i < p->n_pos; i++) /* every argument names a file, a directory or a word */
+        if (!*p->pos[i]) return gf_cli_usage(p->spec, "argument %d is empty ('')", i + 1), 0;
     return 1;
 }

@@ -53,11 +53,13 @@ typedef struct gf_cli {
 void gf_cli_begin(gf_cli *p, const gf_cli_spec *spec, int argc, char **argv);
 /* The next option: its key (> 0) and *val (NULL for a flag); GF_CLI_END when none is left
  * (p->pos then holds the arguments); GF_CLI_HELP once --help has been printed; GF_CLI_USAGE once
- * a message naming the option has been printed (unknown, ambiguous, a value missing or given to
- * a flag). */
+ * a message naming the option has been printed (unknown, ambiguous, a value missing, empty or
+ * given to a flag). */
 int gf_cli_next(gf_cli *p, const char **val);
-/* after GF_CLI_END: between lo and hi arguments, else a usage message naming the extra one or
- * what is missing (`what`, e.g. "a recipe file"); 1 when they are there */
+/* after GF_CLI_END: between lo and hi arguments, none of them empty, else a usage message naming
+ * the extra one, the empty one or what is missing (`what`, e.g. "a recipe file"); 1 when they are
+ * there. (An empty option value is refused by gf_cli_next: every value is a path, a number or a
+ * word, and an empty output path would make the atomic writer's tmp file "./.tmp".) */
 int gf_cli_args(const gf_cli *p, int lo, int hi, const char *what);
 /* print "gflow NAME: <message>" and the pointer to --help on stderr; returns GF_EXIT_USAGE */
 int gf_cli_usage(const gf_cli_spec *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

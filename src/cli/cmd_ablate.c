@@ -28,12 +28,15 @@ static const gf_cli_spec k_spec = {
     "  variant \"base\" (the base recipe unchanged) runs first. Finished runs (summary.tsv) are\n"
     "  skipped, interrupted ones (last.ckpt) resumed, the rest started; every variant's recipe\n"
     "  is checked before anything runs. Ctrl-C stops the current run resumably (exit 130);\n"
-    "  running the same command again continues.\n"
+    "  running the same command again continues. A run that fails is reported with its error\n"
+    "  (stderr, summary, failures.tsv) and the others go on (exit 1 at the end); running the\n"
+    "  command again retries the failed runs.\n"
     "  Afterwards <out_dir>/<name>/ holds summary.tsv, summary.md (one row per variant: params,\n"
     "  best validation PPL (mean ± std over seeds), best epoch/step, test PPL, per-word PPL,\n"
-    "  change vs base, tokens/s; \"not run\" for the rest), curves.tsv and curves.png.\n",
+    "  change vs base, tokens/s; \"failed\" with the error, or \"not run\" for the rest), curves.tsv\n"
+    "  and curves.png.\n",
     k_opts,
-    "exit codes: 0 done, 1 error, 2 usage, 130 interrupted (resumable)\n",
+    "exit codes: 0 done, 1 error or a failed run, 2 usage, 130 interrupted (resumable)\n",
 };
 
 static const char *state_name(gf_ablate_state s) {
@@ -59,6 +62,8 @@ static void print_plan(const gf_ablation *a, const char **only, int n_only) {
         const char *v = a->variants[r->variant].name;
         if (!in_only(only, n_only, v)) printf("  %-28s %s\n", r->run_dir + strlen(a->study_dir) + 1,
                                               r->state == GF_ABLATE_DONE ? "finished" : "not selected (--only)");
+        else if (r->failed)
+            printf("  %-28s retry (failed: %.200s)\n", r->run_dir + strlen(a->study_dir) + 1, r->error);
         else if (r->state == GF_ABLATE_RESUME)
             printf("  %-28s resume from step %lld\n", r->run_dir + strlen(a->study_dir) + 1, (long long)r->step_done);
         else printf("  %-28s %s\n", r->run_dir + strlen(a->study_dir) + 1, state_name(r->state));
@@ -81,6 +86,21 @@ static void show_summary(const gf_ablation *ab, int quiet) {
     char png[1200];
     snprintf(png, sizeof png, "%s/curves.png", ab->study_dir);
     printf("\nsummary: %s/summary.md, summary.tsv%s\n", ab->study_dir, !ps && access(png, F_OK) == 0 ? ", curves.png" : "");
+}
+
+/* The runs this command trained (all, or --only's) that failed, on stderr: the study went on
+ * without them, and the exit status says so. */
+static int report_failed(const gf_ablation *ab, const char *file, const char **only, int n_only) {
+    int n = 0;
+    for (int64_t i = 0; i < ab->n_runs; i++) {
+        const gf_ablate_run *r = &ab->runs[i];
+        if (!r->failed || !in_only(only, n_only, ab->variants[r->variant].name)) continue;
+        fprintf(stderr, "%s %s", n++ ? "," : "gflow ablate: failed:", r->run_dir + strlen(ab->study_dir) + 1);
+    }
+    if (!n) return GF_EXIT_OK;
+    fprintf(stderr, " (errors above and in %s/summary.md); run `gflow ablate %s` again to retry\n", ab->study_dir,
+            file);
+    return GF_EXIT_ERROR;
 }
 
 int gf_cmd_ablate(int argc, char **argv) {
@@ -146,6 +166,7 @@ int gf_cmd_ablate(int argc, char **argv) {
         fprintf(stderr, "gflow ablate: stopped; run `gflow ablate %s` again to continue\n", file);
         rc = stop_flag ? 130 : GF_EXIT_OK;
     }
+    if (rc == GF_EXIT_OK && !report_only) rc = report_failed(&ab, file, only, n_only);
     gf_ablation_free(&ab);
     free(only);
     return rc;

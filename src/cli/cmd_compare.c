@@ -52,7 +52,8 @@ static gf_status check_plot(const char *plot, const char **dirs, int nd) {
 }
 
 static void valid_point(const gf_metrics_row *r, void *user) {
-    if (r->n_fields >= 5 && !strcmp(r->split, "valid")) fprintf(user, "%lld %.9g\n", r->step, strtod(r->ppl, NULL));
+    double p = strtod(r->ppl, NULL); /* "-": an NLI run's rows have no perplexity */
+    if (r->n_fields >= 5 && !strcmp(r->split, "valid") && p > 0 && isfinite(p)) fprintf(user, "%lld %.9g\n", r->step, p);
 }
 
 /* The validation curves, each run's points an inline datablock: neither a run directory nor its
@@ -66,7 +67,7 @@ static gf_status plot_runs(const char *plot, const char **dirs, int nd) {
                "set logscale y\nset key top right noenhanced\n");
     for (int i = 0; i < nd; i++) {
         fprintf(g, "$run%d << EOD\n", i);
-        gf_run_metrics_scan(dirs[i], valid_point, g);
+        gf_run_metrics_scan(dirs[i], valid_point, g); /* checked when the table was made */
         fprintf(g, "EOD\n");
     }
     fprintf(g, "plot ");
@@ -132,8 +133,10 @@ int gf_cmd_compare(int argc, char **argv) {
         gf_run_summary k;
         int n = gf_run_summary_read(dirs[i], &k);
         best_so_far bsf = {INFINITY, -1};
-        if (!gf_run_metrics_scan(dirs[i], best_row, &bsf)) {
-            fprintf(stderr, "gflow compare: %s: no metrics.tsv (not a run directory?)\n", dirs[i]);
+        gf_status ms = gf_run_metrics_scan(dirs[i], best_row, &bsf);
+        if (ms == GF_E_NOTFOUND) fprintf(stderr, "gflow compare: %s: no metrics.tsv (not a run directory?)\n", dirs[i]);
+        else if (ms) fprintf(stderr, "gflow compare: %s\n", gf_last_error());
+        if (ms) {
             rc = GF_EXIT_ERROR;
             continue;
         }

@@ -40,7 +40,7 @@ static int data_dir(void) {
     int installed = 0;
     gf_status st = gf_share_dir(share, sizeof share, &installed);
     if (st != GF_OK) return gf_cli_fail(st);
-    gf_data_dirs_for(installed, data, sizeof data, cache, sizeof cache);
+    gf_data_dirs_for(installed, share, data, sizeof data, cache, sizeof cache);
     const char *mirror = getenv("GFLOW_DATA_MIRROR");
     printf("share\t%s\t%s\ndata\t%s\ncache\t%s\n", share, installed ? "installed" : "source tree", data, cache);
     if (mirror && *mirror) printf("mirror\t%s\t(recipes with an empty [data] dir read it first)\n", mirror);
@@ -75,10 +75,8 @@ int gf_cmd_data(int argc, char **argv) {
     if (st != GF_OK) return gf_cli_fail(st);
     snprintf(script, sizeof script, "%s/datasets/fetch.sh", share);
     if (access(script, X_OK) != 0) { fprintf(stderr, "gflow data: %s not found or not executable\n", script); return GF_EXIT_ERROR; }
-    gf_data_dirs_for(installed, data, sizeof data, cache, sizeof cache);
-    const char *dd = getenv("GFLOW_DATA_DIR");
-    /* a build directory without $GFLOW_DATA_DIR: the script's own default, <source>/datasets/data */
-    const char *dest = p.n_pos == 3 ? a[2] : (installed || (dd && *dd)) ? data : NULL;
+    gf_data_dirs_for(installed, share, data, sizeof data, cache, sizeof cache);
+    const char *dest = p.n_pos == 3 ? a[2] : data;
     fflush(stdout);
     char *args[5] = {script, a[1], (char *)dest, NULL, NULL};
     execv(script, args);

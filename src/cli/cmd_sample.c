@@ -1,6 +1,7 @@
 /* cmd_sample.c — `gflow sample RUN_DIR --prompt TEXT`: generation with the incremental decoder
  * (gflow/decoder.h), one stream printed as it is generated, or --n continuations as a batch. */
 #include "cli.h"
+#include "gflow/data.h"
 #include "gflow/session.h"
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,7 @@ static gf_status print_row(const gf_tokenizer *tok, const gf_ids *prompt, const 
 static gf_status open_lm(const sample_opts *o, gf_session *s, gf_ids *ids) {
     char path[1100];
     gf_recipe r;
+    GF_TRY(gf_text_check("--prompt", 0, 0, o->prompt, strlen(o->prompt))); /* text as the corpora are */
     GF_TRY(gf_run_ckpt_path(o->src, o->which, path, sizeof path));
     GF_TRY(gf_ckpt_peek_recipe(path, &r, NULL));
     const gf_task_ops *task = gf_task_of(&r);

@@ -23,7 +23,8 @@ static const gf_cli_opt k_opts[] = {
      "back) and run.threads"},
     {O_ALLOW_DATA_CHANGE, "allow-data-change", NULL, "resume on changed data anyway (its rows no longer continue the run's)"},
     {O_STOP_AFTER, "stop-after", "N", "stop (resumably) after N optimizer steps in total"},
-    {O_OVERWRITE, "overwrite", NULL, "start afresh in a run directory that already holds a run"},
+    {O_OVERWRITE, "overwrite", NULL, "start afresh in a run directory that already holds a run: its files\n"
+                                     "(checkpoints, tables, probe outputs) are removed first"},
     {O_QUIET, "quiet", NULL, "no progress lines"},
     {0},
 };

@@ -24,11 +24,51 @@ void gf_path_dir(const char *path, char *out, size_t cap) {
     out[n] = 0;
 }
 
+/* ---------------------------------------------------------------- files written in place */
+
+static gf_status open_refused(const char *path, int e) {
+    if (e == ELOOP || e == EMLINK)
+        return gf_error_set(GF_E_INVALID, "%s is a symbolic link: gflow does not write through links "
+                            "(remove it, or pick another directory)", path);
+    return gf_error_set(GF_E_IO, "%s: cannot open for writing: %s", path, strerror(e));
+}
+
+gf_status gf_open_nofollow(const char *path, char mode, int *fd) {
+    *fd = -1;
+    GF_TRY(gf_output_regular(path)); /* a link to /dev/null is refused, not replaced */
+    int flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK; /* O_NONBLOCK: a fifo planted since must not hang */
+    if (mode == 'w') {
+        if (unlink(path) != 0 && errno != ENOENT) return open_refused(path, errno);
+        flags |= O_WRONLY | O_CREAT | O_EXCL;
+    } else {
+        flags |= O_CREAT | (mode == 'a' ? O_WRONLY | O_APPEND : O_RDWR);
+    }
+    *fd = open(path, flags, 0644);
+    if (*fd < 0) return open_refused(path, errno);
+    struct stat st;
+    if (fstat(*fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+        return GF_OK;
+    }
+    close(*fd); /* something else appeared there since gf_output_regular */
+    *fd = -1;
+    return gf_error_set(GF_E_INVALID, "%s is not a regular file: refusing to write to it", path);
+}
+
+gf_status gf_fopen_nofollow(const char *path, char mode, FILE **f) {
+    int fd;
+    *f = NULL;
+    GF_TRY(gf_open_nofollow(path, mode, &fd));
+    *f = fdopen(fd, mode == 'a' ? "a" : mode == 'w' ? "w" : "r+");
+    if (*f) return GF_OK;
+    close(fd);
+    return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
+}
+
 gf_status gf_dir_lock(const char *dir, int *fd) {
     char path[4200];
     snprintf(path, sizeof path, "%s/.lock", dir);
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (*fd < 0) return gf_error_set(GF_E_IO, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+    GF_TRY(gf_open_nofollow(path, '+', fd));
     if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char buf[32] = {0}, who[64] = "";
@@ -73,6 +113,7 @@ gf_status gf_mkdir_p(const char *dir) {
 /* ---------------------------------------------------------------- atomic file writer */
 
 gf_status gf_output_regular(const char *path) {
+    if (!*path) return gf_error_set(GF_E_INVALID, "an empty output path"); /* its tmp file would be ./.tmp */
     struct stat st;
     /* stat, not lstat: a link is replaced by the rename, but a link to a device says the same */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))

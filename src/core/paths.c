@@ -80,8 +80,9 @@ gf_status gf_share_dir(char *out, size_t cap, int *installed) {
     return gf_share_dir_for(exe, out, cap, installed);
 }
 
-void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, size_t cache_cap) {
+void gf_data_dirs_for(int installed, const char *share, char *data, size_t data_cap, char *cache, size_t cache_cap) {
     const char *dd = getenv("GFLOW_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char cwd[PATH_MAX];
     if (dd && *dd) {
         snprintf(data, data_cap, "%s", dd);
         snprintf(cache, cache_cap, "%s/cache", dd);
@@ -92,17 +93,21 @@ void gf_data_dirs_for(int installed, char *data, size_t data_cap, char *cache, s
         snprintf(data, data_cap, "%s/.local/share/gflow/data", home);
         snprintf(cache, cache_cap, "%s/.local/share/gflow/cache", home);
     } else {
-        snprintf(data, data_cap, "datasets/data");
-        snprintf(cache, cache_cap, "datasets/cache");
+        /* the source tree's datasets/ (a build directory), else the working directory's; absolute
+         * either way, so a run from elsewhere reads what `gflow data dir` printed */
+        const char *root = !installed && share && *share ? share : getcwd(cwd, sizeof cwd) ? cwd : ".";
+        snprintf(data, data_cap, "%s/datasets/data", root);
+        snprintf(cache, cache_cap, "%s/datasets/cache", root);
     }
 }
 
 void gf_data_dirs(char *data, size_t data_cap, char *cache, size_t cache_cap) {
     static int installed = -1;
+    static char share[PATH_MAX];
     if (installed < 0) {
-        char share[PATH_MAX];
         int inst = 0;
-        installed = gf_share_dir(share, sizeof share, &inst) == GF_OK && inst;
+        if (gf_share_dir(share, sizeof share, &inst) != GF_OK) share[0] = 0;
+        installed = share[0] && inst;
     }
-    gf_data_dirs_for(installed, data, data_cap, cache, cache_cap);
+    gf_data_dirs_for(installed, share, data, data_cap, cache, cache_cap);
 }

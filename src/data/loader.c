@@ -6,9 +6,8 @@
 
 #include "data/data_internal.h"
 
-/* Index of the first byte of s[0..n) that is a NUL or does not begin a well-formed UTF-8
- * sequence (no overlongs, surrogates or code points past U+10FFFF); n when there is none. */
-static size_t text_bad_at(const unsigned char *s, size_t n) {
+size_t gf_utf8_invalid_at(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
@@ -29,6 +28,19 @@ static size_t text_bad_at(const unsigned char *s, size_t n) {
     return n;
 }
 
+gf_status gf_text_check(const char *what, int64_t line, size_t col0, const char *s, size_t n) {
+    /* binary junk would otherwise "train" as words (a per-word perplexity of 1e76) */
+    size_t bad = gf_utf8_invalid_at(s, n);
+    if (bad == n) return GF_OK;
+    char where[64] = "";
+    if (line > 0) snprintf(where, sizeof where, "%lld:", (long long)line);
+    if (s[bad])
+        return gf_error_set(GF_E_PARSE, "%s:%s not UTF-8 text: byte 0x%02x at column %zu (a binary file, or another "
+                            "encoding?)", what, where, (unsigned char)s[bad], col0 + bad + 1);
+    return gf_error_set(GF_E_PARSE, "%s:%s not text: a NUL byte at column %zu (a binary file?)", what, where,
+                        col0 + bad + 1);
+}
+
 gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -42,18 +54,8 @@ gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
         lineno++;
         size_t len = (size_t)got;
         if (line[len - 1] == '\n') len--;
-        /* binary junk would otherwise "train" as words (a per-word perplexity of 1e76) */
-        size_t bad = text_bad_at((const unsigned char *)line, len);
-        if (bad < len) {
-            if (line[bad])
-                s = gf_error_set(GF_E_PARSE, "%s:%lld: not UTF-8 text: byte 0x%02x at column %zu (a binary file, or "
-                                 "another encoding?)", path, (long long)lineno, (unsigned char)line[bad], bad + 1);
-            else
-                s = gf_error_set(GF_E_PARSE, "%s:%lld: not text: a NUL byte at column %zu (a binary file?)", path,
-                                 (long long)lineno, bad + 1);
-            break;
-        }
-        s = fn(ctx, line, len, lineno);
+        s = gf_text_check(path, lineno, 0, line, len);
+        if (s == GF_OK) s = fn(ctx, line, len, lineno);
         if (s != GF_OK) break;
     }
     if (s == GF_OK && ferror(f)) s = gf_error_set(GF_E_IO, "%s: read error after line %lld", path, (long long)lineno);

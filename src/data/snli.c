@@ -24,6 +24,7 @@ typedef struct snli_ctx {
     int64_t n_header;     /* columns in the header; 0 until it is read */
     int col_of[N_COLS];   /* header index of each needed column, -1 if absent */
     int64_t field;        /* index of the next field within the row */
+    size_t col;           /* bytes of the line before the next field */
     char *val[N_COLS];    /* copies of this row's needed fields */
     size_t val_len[N_COLS];
     char **hdr;           /* header names while reading the header row */
@@ -37,6 +38,10 @@ static int never_space(unsigned char c) { (void)c; return 0; }
 
 static void on_field(void *s, size_t len, void *vctx) {
     snli_ctx *c = vctx;
+    if (c->err != GF_OK) return;
+    /* verbatim fields (no quoting, no trimming): the line's bytes, so the column is exact */
+    c->err = gf_text_check(c->path, c->line + 1, c->col, s, len);
+    c->col += len + 1;
     if (c->err != GF_OK) return;
     int64_t k = c->field++;
     if (c->n_header == 0) {
@@ -152,6 +157,7 @@ static void on_row(int term, void *vctx) {
     int empty = c->field == 0;
     int crlf_tail = empty && term == '\n' && c->prev_cr;
     c->prev_cr = term == '\r';
+    c->col = 0;
     if (crlf_tail) return;
     c->line++;
     if (c->err == GF_OK && !empty) c->err = finish_row(c);

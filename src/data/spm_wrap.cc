@@ -41,10 +41,12 @@ int64_t parse_max_vocab(const std::string &msg) {
 
 }  // namespace
 
-extern "C" gf_status gf_spm_train(const char *input_path, const char *model_prefix,
-                                  int64_t vocab_size, const char *model_type,
-                                  const char *user_symbols, int64_t *max_vocab) {
+extern "C" gf_status gf_spm_train(const char *input_path, int64_t vocab_size, const char *model_type,
+                                  const char *user_symbols, int64_t *max_vocab, char **model,
+                                  size_t *model_len) {
     if (max_vocab) *max_vocab = 0;
+    *model = nullptr;
+    *model_len = 0;
     try {
         quiet_logging();
         std::unordered_map<std::string, std::string> kw = {
@@ -57,8 +59,9 @@ extern "C" gf_status gf_spm_train(const char *input_path, const char *model_pref
             kw["user_defined_symbols"] = user_symbols;
             kw["unk_piece"] = "<sp_unk>";
         }
-        // the model comes back in memory and is written here: SentencePiece's own write reports
-        // a full disk as "Internal: ... [output->Write()]", which named neither file nor cause
+        // the model comes back in memory and the caller writes it (gflow/fs.h's atomic writer):
+        // SentencePiece's own write reports a full disk as "Internal: ... [output->Write()]",
+        // which named neither file nor cause, and writes through a link
         std::string proto;
         auto st = sentencepiece::SentencePieceTrainer::Train(kw, nullptr, &proto);
         if (!st.ok()) {
@@ -75,14 +78,10 @@ extern "C" gf_status gf_spm_train(const char *input_path, const char *model_pref
             return gf_error_set(GF_E_EXTERNAL, "sentencepiece training on %s failed: %s",
                                 input_path, msg.c_str());
         }
-        std::string path = std::string(model_prefix) + ".model";
-        FILE *f = std::fopen(path.c_str(), "wb");
-        bool ok = f && std::fwrite(proto.data(), 1, proto.size(), f) == proto.size() && std::fflush(f) == 0;
-        int err = ok ? 0 : errno;
-        if (f && std::fclose(f) != 0 && ok) ok = false, err = errno;
-        if (!ok)
-            return gf_error_set(GF_E_IO, "%s: cannot write the tokenizer trained on %s: %s", path.c_str(),
-                                input_path, std::strerror(err));
+        *model = static_cast<char *>(std::malloc(proto.size() ? proto.size() : 1));
+        if (!*model) return gf_error_set(GF_E_NOMEM, "sentencepiece training on %s: out of memory", input_path);
+        std::memcpy(*model, proto.data(), proto.size());
+        *model_len = proto.size();
         return GF_OK;
     } catch (const std::bad_alloc &) {
         return gf_error_set(GF_E_NOMEM, "sentencepiece training on %s: out of memory", input_path);

@@ -19,15 +19,15 @@ extern "C" {
 
 typedef struct gf_spm gf_spm; /* a loaded SentencePieceProcessor */
 
-/* Train on the lines of `input_path`, writing `<model_prefix>.model` (a failed
- * write is GF_E_IO naming that file and errno's text). model_type: "unigram" or "bpe". user_symbols: comma-separated
+/* Train on the lines of `input_path`; the serialized model comes back in *model (malloc'd,
+ * *model_len bytes) for the caller to write. model_type: "unigram" or "bpe". user_symbols: comma-separated
  * pieces kept whole (NULL/"" for none); when given, SentencePiece's own
  * unknown piece is renamed "<sp_unk>" so a corpus symbol "<unk>" can be one
  * of them (WikiText-2's `<unk>` then encodes and decodes verbatim). When SentencePiece reports that
  * vocab_size is too high, returns GF_E_INVALID and sets *max_vocab (if not
  * NULL) to the largest size it names; otherwise *max_vocab = 0. */
-gf_status gf_spm_train(const char *input_path, const char *model_prefix, int64_t vocab_size,
-                       const char *model_type, const char *user_symbols, int64_t *max_vocab);
+gf_status gf_spm_train(const char *input_path, int64_t vocab_size, const char *model_type,
+                       const char *user_symbols, int64_t *max_vocab, char **model, size_t *model_len);
 gf_status gf_spm_load(gf_spm **out, const char *model_path);
 void gf_spm_free(gf_spm *m);
 /* Append the ids of `text` (len bytes) to a malloc'd buffer (*ids, *n, *cap). */

@@ -134,6 +134,20 @@ static gf_status word_build_line(void *ctx, const char *line, size_t len, int64_
  * (otherwise '<' and '>' fall outside the character coverage and decode as " ⁇ "). */
 #define GF_SPM_USER_SYMBOLS "<unk>"
 
+/* Train on train_path and write the model whole (the atomic writer, a private tmp name:
+ * concurrent runs never see half a model, and nothing is written through a link). */
+static gf_status train_spm(const char *train_path, const char *model, int64_t vocab_size, const char *type) {
+    GF_TRY(gf_data_check_text(train_path)); /* SentencePiece would train on binary junk */
+    char *buf = NULL;
+    size_t n = 0;
+    GF_TRY(gf_spm_train(train_path, vocab_size, type, GF_SPM_USER_SYMBOLS, NULL, &buf, &n));
+    gf_atomic_file af;
+    gf_status s = gf_atomic_open_private(&af, model);
+    if (!s && !(s = gf_atomic_write(&af, buf, n))) s = gf_atomic_commit(&af);
+    free(buf);
+    return s ? gf_error_wrap(s, "cannot write the tokenizer trained on %s: ", train_path) : GF_OK;
+}
+
 static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const char *train_path,
                           const char *sha16) {
     if (!o->cache_dir || !*o->cache_dir)
@@ -142,28 +156,11 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
         return gf_error_set(GF_E_INVALID, "spm vocab_size %lld too small", (long long)o->vocab_size);
     const char *type = o->model_type == GF_SPM_BPE ? "bpe" : "unigram";
     GF_TRY(gf_mkdir_p(o->cache_dir));
-    char model[4096], prefix[4096];
+    char model[4096];
     snprintf(model, sizeof model, "%s/spm-%s-%lld-%s.model", o->cache_dir, type,
              (long long)o->vocab_size, sha16);
     struct stat sb;
-    if (stat(model, &sb) != 0) {
-        /* train under a private name, then rename: concurrent runs never see half a model */
-        GF_TRY(gf_data_check_text(train_path)); /* SentencePiece would train on binary junk */
-        snprintf(prefix, sizeof prefix, "%s/.spm-train-%ld", o->cache_dir, (long)getpid());
-        gf_status s = gf_spm_train(train_path, prefix, o->vocab_size, type, GF_SPM_USER_SYMBOLS, NULL);
-        char tmpm[4200], tmpv[4200];
-        snprintf(tmpm, sizeof tmpm, "%s.model", prefix);
-        snprintf(tmpv, sizeof tmpv, "%s.vocab", prefix);
-        remove(tmpv);
-        if (s != GF_OK) {
-            remove(tmpm);
-            return s;
-        }
-        if (rename(tmpm, model) != 0) {
-            remove(tmpm);
-            return gf_error_set(GF_E_IO, "cannot move trained model to %s: %s", model, strerror(errno));
-        }
-    }
+    if (stat(model, &sb) != 0) GF_TRY(train_spm(train_path, model, o->vocab_size, type));
     GF_TRY(gf_spm_load(&t->spm, model));
     /* the key names token caches: it holds the model's own content too, so ids cached under a
      * model file that has since changed (same name) are never read back */

@@ -1,5 +1,6 @@
 /* common.c — opening a run for probing, output paths, gnuplot, prompt-pair files. */
 #include "probe_internal.h"
+#include "gflow/data.h"
 #include "gflow/ini.h"
 #include "gflow/fs.h"
 #include "gflow/rundir.h"
@@ -181,6 +182,7 @@ gf_status gf_prompt_pairs_read(const char *path, gf_prompt_pairs *p) {
     while (!st && (buf = gf_ini_raw_line(&src))) {
         const long long line = src.lineno;
         if (src.bad) { st = gf_error_set(GF_E_PARSE, "%s:%lld: %s", path, line, src.bad); break; }
+        if ((st = gf_text_check(path, line, 0, buf, strlen(buf))) != GF_OK) break; /* prompts are text */
         const char *s = buf;
         while (isspace((unsigned char)*s)) s++;
         if (!*s || *s == '#') continue;

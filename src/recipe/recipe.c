@@ -174,9 +174,20 @@ static int set_int_list(void *field, const gf_recipe_key *k, const char *text, c
     return 1;
 }
 
+_Static_assert(GF_RECIPE_MAX_LINE == INI_MAX_LINE - 2, "GF_RECIPE_MAX_LINE is inih's line buffer");
+_Static_assert(GF_RECIPE_MAX_LINE < GF_RECIPE_STR, "a string value that fits a line fits its field");
+
 /* Parse `text` for key k into the recipe; on failure write the reason (no location) to msg. */
 static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, char *msg, size_t cap) {
     void *field = (char *)r + k->offset;
+    /* what is stored must read back: the resolved recipe writes "key = value" (a number no longer
+     * than its text, or short), and no recipe line can be longer than GF_RECIPE_MAX_LINE */
+    size_t line = strlen(k->key) + 3 + strlen(text);
+    if (line > GF_RECIPE_MAX_LINE) {
+        snprintf(msg, cap, "too long: the recipe line '%s = ...' would be %zu bytes, a recipe line holds at most %d",
+                 k->key, line, GF_RECIPE_MAX_LINE);
+        return 0;
+    }
     switch (k->type) {
     case GF_RK_INT: {
         int64_t v;
@@ -222,11 +233,7 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
         return 0;
     }
     case GF_RK_STRING: {
-        size_t n = strlen(text);
-        if (n >= GF_RECIPE_STR) {
-            snprintf(msg, cap, "too long (%zu bytes, max %d)", n, GF_RECIPE_STR - 1);
-            return 0;
-        }
+        size_t n = strlen(text); /* < GF_RECIPE_STR: the line is checked above */
         if (n == 0 && (k->flags & GF_RK_NONEMPTY)) {
             snprintf(msg, cap, "must not be empty");
             return 0;

@@ -38,7 +38,10 @@ void gf_recipe_write_keys_md(FILE *f) {
           "key it is checked against (`mix_heads` and `heads` against `r` or `d_model`).\n\n"
           "The resolved recipe (every key, `base` omitted) is printed at training start and stored\n"
           "in checkpoints. Bools accept true/false, 1/0, yes/no, on/off. Strings may not contain\n"
-          "`#`, `;` or control characters. Int lists are comma-separated (`1,2,4`), empty for none.\n",
+          "`#`, `;` or control characters. Int lists are comma-separated (`1,2,4`), empty for none.\n"
+          "A line holds at most 198 bytes (inih's buffer): a longer line, or a value (in a file or a\n"
+          "`--set`) whose resolved line `key = value` would be longer, is an error naming the key, so\n"
+          "every recipe gflow accepts reads back from its checkpoints.\n",
           f);
     for (int s = 0; gf_recipe_sections[s]; s++) {
         fprintf(f, "\n## [%s]\n\n%s\n\n", gf_recipe_sections[s], gf_recipe_section_docs[s]);

@@ -67,7 +67,7 @@ const gf_recipe_key gf_recipe_schema[] = {
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "
-      "($GFLOW_DATA_DIR; installed: ~/.local/share/gflow/data; a build directory: datasets/data)."),
+      "($GFLOW_DATA_DIR; installed: ~/.local/share/gflow/data; a build directory: datasets/data of its source tree)."),
     K(data, train_file, STRING, "", 0, 0, 0, 0,
       "Train split, relative to dir; empty = dataset default (wikitext-2/wiki.train.tokens, "
       "snli_1.0/snli_1.0_train.txt)."),

@@ -22,6 +22,8 @@ static int stats(const double *x, int n, double *mean, double *sd) {
 
 typedef struct row {
     int done, n;           /* finished seeds of n */
+    int failed;            /* seeds whose last attempt failed */
+    char error[512];       /* the first failed seed's error */
     int64_t resumable_step;/* an interrupted seed's step (-1: none) */
     double params, val, val_sd, test, test_sd, word, tok, delta;
     char epochs[256], steps[256];
@@ -42,7 +44,8 @@ static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
         int n = run->state == GF_ABLATE_DONE ? gf_run_summary_read(run->run_dir, &k) : 0;
         val[s] = test[s] = word[s] = tok[s] = NAN;
         if (!n) {
-            if (run->state == GF_ABLATE_RESUME) r->resumable_step = run->step_done;
+            if (run->failed && !r->failed++) snprintf(r->error, sizeof r->error, "%s", run->error);
+            else if (run->state == GF_ABLATE_RESUME) r->resumable_step = run->step_done;
             continue;
         }
         r->done++;
@@ -68,7 +71,9 @@ static void fill_row(const gf_ablation *a, int64_t vi, row *r) {
 }
 
 static void status_text(const row *r, char *buf, size_t cap) {
-    if (r->done == r->n) snprintf(buf, cap, "done");
+    if (r->failed && r->n > 1) snprintf(buf, cap, "%d/%d seeds, %d failed", r->done, r->n, r->failed);
+    else if (r->failed) snprintf(buf, cap, "failed");
+    else if (r->done == r->n) snprintf(buf, cap, "done");
     else if (r->done) snprintf(buf, cap, "%d/%d seeds", r->done, r->n);
     else if (r->resumable_step >= 0) snprintf(buf, cap, "interrupted (step %lld)", (long long)r->resumable_step);
     else snprintf(buf, cap, "not run");
@@ -86,6 +91,7 @@ static void curve_row(const gf_metrics_row *r, void *user) {
     curve *c = user;
     if (c->failed || r->n_fields < 5 || strcmp(r->split, "valid")) return;
     double v = strtod(r->ppl, NULL);
+    if (!(v > 0) || !isfinite(v)) return; /* "-": no perplexity (an NLI run) */
     if (c->n && c->steps[c->n - 1] == r->step) { c->ppl[c->n - 1] = v; return; }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 64;
@@ -99,27 +105,32 @@ static void curve_row(const gf_metrics_row *r, void *user) {
     c->ppl[c->n++] = v;
 }
 
-static int read_curve(const char *dir, int64_t **steps, double **ppl) {
+/* a run's validation points into *steps, *ppl (*n of them; none without a metrics.tsv); a
+ * metrics.tsv that is not one is an error naming its line */
+static gf_status read_curve(const char *dir, int64_t **steps, double **ppl, int *n) {
     curve c = {0};
-    gf_run_metrics_scan(dir, curve_row, &c);
+    gf_status st = gf_run_metrics_scan(dir, curve_row, &c);
     *steps = c.steps;
     *ppl = c.ppl;
-    return c.n;
+    *n = c.n;
+    return st == GF_E_NOTFOUND ? GF_OK : st;
 }
 
 /* curves.tsv's text: one gnuplot data block per variant that has validation points (mean over
  * seeds at the steps every seed with data reached), counting the blocks, their variants in order.
  * Every line is a comment, a number pair or empty (a name's control characters become spaces),
  * so the plot can inline it as a datablock. */
-static void curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *block_variant) {
+static gf_status curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *block_variant) {
     int64_t per = a->n_seeds ? a->n_seeds : 1;
     *n_blocks = 0;
-    for (int64_t vi = 0; vi < a->n_variants; vi++) {
+    gf_status bad = GF_OK;
+    for (int64_t vi = 0; vi < a->n_variants && !bad; vi++) {
         int64_t *st[GF_RECIPE_LIST_MAX];
         double *pp[GF_RECIPE_LIST_MAX];
         int cnt[GF_RECIPE_LIST_MAX], with = 0, first = -1;
         for (int64_t s = 0; s < per; s++) {
-            cnt[s] = read_curve(a->runs[vi * per + s].run_dir, &st[s], &pp[s]);
+            gf_status rs = read_curve(a->runs[vi * per + s].run_dir, &st[s], &pp[s], &cnt[s]);
+            if (rs && !bad) bad = rs;
             if (cnt[s]) { with++; if (first < 0) first = (int)s; }
         }
         if (with) {
@@ -138,6 +149,7 @@ static void curves_text(const gf_ablation *a, FILE *f, int *n_blocks, int64_t *b
         }
         for (int64_t s = 0; s < per; s++) { free(st[s]); free(pp[s]); }
     }
+    return bad;
 }
 
 /* writes <study>/curves.tsv; *text (freed by the caller) gets its bytes */
@@ -145,8 +157,9 @@ static gf_status write_curves(const gf_ablation *a, int *n_blocks, int64_t *bloc
     size_t len = 0;
     FILE *m = open_memstream(text, &len);
     if (!m) return gf_error_set(GF_E_NOMEM, "out of memory");
-    curves_text(a, m, n_blocks, block_variant);
-    if (fclose(m) != 0) return gf_error_set(GF_E_NOMEM, "out of memory");
+    gf_status st = curves_text(a, m, n_blocks, block_variant);
+    if (fclose(m) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "out of memory");
+    if (st) return st;
     char path[1200];
     snprintf(path, sizeof path, "%s/curves.tsv", a->study_dir);
     gf_atomic_file af;
@@ -167,8 +180,9 @@ static void tsv_row(FILE *t, const gf_ablate_variant *v, const row *r) {
     num(word, sizeof word, r->word, "%.4f");
     num(delta, sizeof delta, r->delta, "%+.2f");
     num(tok, sizeof tok, r->tok, "%.0f");
-    fprintf(t, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v->name, status, r->done, r->n, params, val,
-            vsd, r->done ? r->epochs : "-", r->done ? r->steps : "-", test, tsd, word, delta, tok);
+    fprintf(t, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v->name, status, r->done, r->n, params,
+            val, vsd, r->done ? r->epochs : "-", r->done ? r->steps : "-", test, tsd, word, delta, tok,
+            r->failed ? r->error : "-");
 }
 
 static void md_head(FILE *m, const gf_ablation *a) {
@@ -239,6 +253,17 @@ static void md_builds(FILE *m, const gf_ablation *a, const row *rows) {
     fprintf(m, "\n");
 }
 
+/* Each failed run and its error, under the table. */
+static void md_failures(FILE *m, const gf_ablation *a) {
+    int any = 0;
+    for (int64_t i = 0; i < a->n_runs; i++) {
+        const gf_ablate_run *run = &a->runs[i];
+        if (!run->failed) continue;
+        if (!any++) fprintf(m, "\n**Failed runs** (`gflow ablate` again retries them):\n\n");
+        fprintf(m, "- `%s`: %s\n", run->run_dir + strlen(a->study_dir) + 1, run->error);
+    }
+}
+
 static gf_status write_summaries(const gf_ablation *a, const row *rows, const char *command) {
     char tpath[1200], mpath[1200];
     snprintf(tpath, sizeof tpath, "%s/summary.tsv", a->study_dir);
@@ -249,13 +274,14 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
     gf_status st = gf_atomic_fopen(&ma, mpath, &m);
     if (st) return gf_atomic_finish(&ta, st);
     fprintf(t, "variant\tstatus\tseeds\tparams\tbest_val_ppl\tbest_val_ppl_std\tbest_epoch\tbest_step\ttest_ppl\t"
-               "test_ppl_std\ttest_ppl_word\tdelta_vs_base_pct\ttokens_per_s\n");
+               "test_ppl_std\ttest_ppl_word\tdelta_vs_base_pct\ttokens_per_s\terror\n");
     md_head(m, a);
     for (int64_t vi = 0; vi < a->n_variants; vi++) {
         tsv_row(t, &a->variants[vi], &rows[vi]);
         md_row(m, a, vi, &rows[vi]);
     }
     md_builds(m, a, rows);
+    md_failures(m, a);
     fprintf(m, "\n![validation perplexity vs step](curves.png)\n\nRegenerate this file with `%s`.\n", command);
     /* both or neither: the .md goes in only once the .tsv did */
     st = gf_atomic_finish(&ta, GF_OK);
@@ -263,7 +289,7 @@ static gf_status write_summaries(const gf_ablation *a, const row *rows, const ch
 }
 
 gf_status gf_ablate_check_outputs(const gf_ablation *a) {
-    static const char *const outs[] = {"summary.tsv", "summary.md", "curves.tsv", "curves.png"};
+    static const char *const outs[] = {"summary.tsv", "summary.md", "curves.tsv", "curves.png", "failures.tsv"};
     const char *inputs[] = {a->path, a->base};
     char path[1200];
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {

@@ -3,7 +3,9 @@
  * that no longer matches), and training what is not finished. */
 #include "train/ablate_internal.h"
 #include "gflow/checkpoint.h"
+#include "gflow/fs.h"
 #include "gflow/train.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +137,70 @@ static gf_status run_state(const gf_ablation *a, gf_ablate_run *run) {
 }
 
 gf_status gf_ablation_refresh(gf_ablation *a) {
-    for (int64_t i = 0; i < a->n_runs; i++) GF_TRY(run_state(a, &a->runs[i]));
+    for (int64_t i = 0; i < a->n_runs; i++) {
+        GF_TRY(run_state(a, &a->runs[i]));
+        if (a->runs[i].state == GF_ABLATE_DONE) a->runs[i].failed = 0; /* finished since */
+    }
+    return GF_OK;
+}
+
+int64_t gf_ablation_failed(const gf_ablation *a) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < a->n_runs; i++) n += a->runs[i].failed != 0;
+    return n;
+}
+
+/* the run's directory name under the study directory */
+static const char *run_name(const gf_ablation *a, const gf_ablate_run *run) {
+    return run->run_dir + strlen(a->study_dir) + 1;
+}
+
+/* Record a failed attempt: its error on one line (tabs and line breaks as spaces), for
+ * failures.tsv and the summary. */
+static void mark_failed(gf_ablate_run *run, const char *error) {
+    run->failed = 1;
+    snprintf(run->error, sizeof run->error, "%s", error);
+    for (char *c = run->error; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+}
+
+/* <study_dir>/failures.tsv: "run<TAB>error" of every run whose last attempt failed; removed when
+ * none did. Written after each attempt, so a study stopped later still knows. */
+static gf_status save_failures(const gf_ablation *a) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/failures.tsv", a->study_dir);
+    if (!gf_ablation_failed(a)) {
+        if (unlink(path) != 0 && errno != ENOENT)
+            return gf_error_set(GF_E_IO, "%s: cannot remove: %s", path, strerror(errno));
+        return GF_OK;
+    }
+    GF_TRY(gf_mkdir_p(a->study_dir));
+    gf_atomic_file af;
+    FILE *f;
+    GF_TRY(gf_atomic_fopen(&af, path, &f));
+    fprintf(f, "run\terror\n");
+    for (int64_t i = 0; i < a->n_runs; i++)
+        if (a->runs[i].failed) fprintf(f, "%s\t%s\n", run_name(a, &a->runs[i]), a->runs[i].error);
+    return gf_atomic_finish(&af, GF_OK);
+}
+
+/* The failures an earlier `gflow ablate` recorded (failures.tsv; lines naming no run of the
+ * study are ignored, a run finished since is not failed). */
+static gf_status load_failures(gf_ablation *a) {
+    char path[1200], line[2048];
+    snprintf(path, sizeof path, "%s/failures.tsv", a->study_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT ? GF_OK : gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab) continue;
+        *tab = 0;
+        for (int64_t i = 0; i < a->n_runs; i++)
+            if (a->runs[i].state != GF_ABLATE_DONE && !strcmp(run_name(a, &a->runs[i]), line))
+                mark_failed(&a->runs[i], tab + 1);
+    }
+    fclose(f);
     return GF_OK;
 }
 
@@ -152,6 +217,7 @@ gf_status gf_ablation_load(const char *path, gf_ablation *a) {
     /* every recipe first, so a typo in the last variant fails before hours of training */
     for (int64_t i = 0; !st && i < a->n_runs; i++) st = load_run_recipe(a, i / per, i % per, &a->runs[i]);
     if (!st) st = gf_ablation_refresh(a);
+    if (!st) st = load_failures(a);
     if (st) gf_ablation_free(a);
     return st;
 }
@@ -161,6 +227,17 @@ static int wanted(const gf_ablate_opts *o, const char *name) {
     for (int64_t i = 0; i < o->n_only; i++)
         if (!strcmp(o->only[i], name)) return 1;
     return 0;
+}
+
+/* One run's attempt failed: say so, keep its error, and let the study go on. The run's state is
+ * read again (a failure after a checkpoint leaves it resumable). */
+static gf_status run_failed(gf_ablation *a, gf_ablate_run *run) {
+    mark_failed(run, gf_last_error());
+    fprintf(stderr, "gflow ablate: %s failed: %s; going on with the next run (run the study again to retry it)\n",
+            run->run_dir, run->error);
+    gf_ablate_state was = run->state;
+    if (run_state(a, run) != GF_OK) run->state = was;
+    return save_failures(a);
 }
 
 gf_status gf_ablation_run(gf_ablation *a, const gf_ablate_opts *o, int *interrupted) {
@@ -182,12 +259,16 @@ gf_status gf_ablation_run(gf_ablation *a, const gf_ablate_opts *o, int *interrup
         if (run->state == GF_ABLATE_RESUME) to.resume_dir = run->run_dir;
         if (run->state == GF_ABLATE_RESTART) to.overwrite = 1;
         if (!o->quiet)
-            fprintf(stderr, "ablate: %s: %s\n", run->run_dir,
-                    run->state == GF_ABLATE_RESUME ? "resuming" : run->state == GF_ABLATE_RESTART ? "restarting (no checkpoint)" : "starting");
+            fprintf(stderr, "ablate: %s: %s%s\n", run->run_dir,
+                    run->state == GF_ABLATE_RESUME ? "resuming" : run->state == GF_ABLATE_RESTART ? "restarting (no checkpoint)" : "starting",
+                    run->failed ? " (it failed before: retrying)" : "");
         int intr = 0;
-        gf_status st = gf_train_run(&run->recipe, &to, &intr);
-        if (st) return gf_error_wrap(st, "%s: ", run->run_dir);
+        if (gf_train_run(&run->recipe, &to, &intr) != GF_OK) {
+            GF_TRY(run_failed(a, run));
+            continue;
+        }
         GF_TRY(run_state(a, run));
+        if (run->failed) { run->failed = 0; GF_TRY(save_failures(a)); }
         if (intr) { *interrupted = 1; return GF_OK; }
     }
     return GF_OK;

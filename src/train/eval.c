@@ -19,6 +19,7 @@ gf_status gf_eval_run_dir(const char *run_dir, const char *which, const char *sp
     gf_session s;
     gf_status status = gf_session_open_ckpt(&s, &r, path);
     if (!status) gf_session_warn_split_changed(&s, path, sp);
+    if (!status) status = gf_session_eval_memory_check(&s, 0);
     if (!status) status = gf_session_eval(&s, sp, 0, res);
     gf_session_close(&s);
     return status;

@@ -2,6 +2,7 @@
  * (see gflow/rundir.h). */
 #include "gflow/rundir.h"
 #include "gflow/fs.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,6 +16,58 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* ---- clearing a run directory for a new run */
+
+static const char *const k_run_own[] = {"last.ckpt", "best.ckpt", "metrics.tsv", "speed.tsv", "summary.tsv",
+                                        "recipe.ini"};
+
+/* 1 for a name a run or a probe of it writes (probe-*.tsv, probe-*.png), or the atomic writer's
+ * tmp file of one ("<name>.tmp", "<name>.tmp<pid>") */
+static int run_owned(const char *name) {
+    char base[256];
+    if (snprintf(base, sizeof base, "%s", name) >= (int)sizeof base) return 0;
+    char *tmp = strstr(base, ".tmp");
+    if (tmp && tmp[4 + strspn(tmp + 4, "0123456789")] == 0) *tmp = 0;
+    for (size_t i = 0; i < sizeof k_run_own / sizeof k_run_own[0]; i++)
+        if (!strcmp(base, k_run_own[i])) return 1;
+    size_t n = strlen(base);
+    return !strncmp(base, "probe-", 6) && n > 10 && (!strcmp(base + n - 4, ".tsv") || !strcmp(base + n - 4, ".png"));
+}
+
+static int run_dir_holds(const char *dir, const char *name) {
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* check (a link to a device or a directory is refused, as every output: gf_output_regular), or
+ * remove, every file of a run in dir */
+static gf_status clear_pass(const char *dir, int unlink_them) {
+    DIR *d = opendir(dir);
+    if (!d) return gf_error_set(GF_E_IO, "%s: cannot list the run directory: %s", dir, strerror(errno));
+    gf_status st = GF_OK;
+    struct dirent *e;
+    while (!st && (e = readdir(d))) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!run_owned(e->d_name)) continue;
+        if (!unlink_them) st = gf_output_regular(path);
+        else if (unlink(path) != 0 && errno != ENOENT) /* a link is removed itself, never followed */
+            st = gf_error_set(GF_E_IO, "%s: cannot remove the previous run's file: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return st;
+}
+
+gf_status gf_run_dir_clear(const char *dir) {
+    if (!run_dir_holds(dir, "recipe.ini") && !run_dir_holds(dir, "last.ckpt") && !run_dir_holds(dir, "best.ckpt") &&
+        !run_dir_holds(dir, "metrics.tsv"))
+        return GF_OK; /* not a run directory: nothing in it is gflow's */
+    GF_TRY(clear_pass(dir, 0));
+    return clear_pass(dir, 1);
+}
 
 int gf_run_summary_read(const char *dir, gf_run_summary *s) {
     char path[1200];
@@ -51,20 +104,80 @@ double gf_run_summary_num(const gf_run_summary *s, const char *key) {
     return end == v ? NAN : x;
 }
 
-int gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user) {
+/* a number as metrics.tsv writes it ("-" for none, inf and nan included), the whole field */
+static int metrics_number(const char *f) {
+    if (!strcmp(f, "-")) return 1;
+    char *end;
+    errno = 0;
+    (void)strtod(f, &end);
+    return end != f && *end == 0;
+}
+
+/* One row of metrics.tsv into *r; NULL, or what is wrong with it. */
+static const char *metrics_parse(char *line, gf_metrics_row *r) {
+    static const char *const names[] = {"step", "epoch", "split", "loss", "ppl", "ppl_word", "acc", "lr", "gnorm"};
+    char *field[10];
+    int n = 0;
+    for (char *p = line;; p++) {
+        if (n == 10) return "more than 9 tab-separated fields";
+        field[n++] = p;
+        p += strcspn(p, "\t");
+        if (!*p) break;
+        *p = 0;
+    }
+    if (n < 5) return "fewer than 5 tab-separated fields (step, epoch, split, loss, ppl)";
+    char *end;
+    r->step = strtoll(field[0], &end, 10);
+    if (end == field[0] || *end || r->step < 0) return "step is not a count";
+    r->epoch = strtoll(field[1], &end, 10);
+    if (end == field[1] || *end || r->epoch < 0) return "epoch is not a count";
+    if (strcmp(field[2], "train") && strcmp(field[2], "valid") && strcmp(field[2], "test"))
+        return "split is not train, valid or test";
+    for (int i = 3; i < n; i++)
+        if (!metrics_number(field[i]) || strlen(field[i]) >= sizeof r->loss) {
+            static _Thread_local char why[64];
+            snprintf(why, sizeof why, "%s is not a number or '-'", names[i]);
+            return why;
+        }
+    snprintf(r->split, sizeof r->split, "%s", field[2]);
+    char *dst[4] = {r->loss, r->ppl, r->ppl_word, r->acc};
+    for (int i = 0; i < 4; i++) snprintf(dst[i], sizeof r->loss, "%s", 3 + i < n ? field[3 + i] : "-");
+    r->n_fields = n < 7 ? n : 7;
+    return NULL;
+}
+
+gf_status gf_run_metrics_scan(const char *dir, void (*fn)(const gf_metrics_row *row, void *user), void *user) {
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.tsv", dir);
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
+    if (!f)
+        return gf_error_set(errno == ENOENT ? GF_E_NOTFOUND : GF_E_IO, "%s: %s", path, strerror(errno));
     char line[512];
-    while (fgets(line, sizeof line, f)) {
+    long long lineno = 0;
+    gf_status st = GF_OK;
+    while (!st && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        int torn = len == 0 || line[len - 1] != '\n';
+        if (torn && len == sizeof line - 1)
+            st = gf_error_set(GF_E_PARSE, "%s:%lld: line longer than %zu bytes (not a gflow metrics table)", path,
+                              lineno, sizeof line - 2);
+        if (torn) break; /* the last line, cut where a killed run stopped writing it */
+        line[len - 1] = 0;
+        if (lineno == 1) {
+            if (strncmp(line, "step\tepoch\tsplit\t", 17))
+                st = gf_error_set(GF_E_PARSE, "%s:1: not a gflow metrics table (its header starts "
+                                  "'step<TAB>epoch<TAB>split')", path);
+            continue;
+        }
         gf_metrics_row r;
-        r.n_fields = sscanf(line, "%lld\t%lld\t%15s\t%31s\t%31s\t%31s\t%31s", &r.step, &r.epoch, r.split, r.loss, r.ppl,
-                            r.ppl_word, r.acc);
-        if (r.n_fields >= 2) fn(&r, user);
+        const char *why = metrics_parse(line, &r);
+        if (why) st = gf_error_set(GF_E_PARSE, "%s:%lld: %s", path, lineno, why);
+        else fn(&r, user);
     }
+    if (!st && ferror(f)) st = gf_error_set(GF_E_IO, "%s: read error after line %lld", path, lineno);
     fclose(f);
-    return 1;
+    return st;
 }
 
 void gf_gnuplot_string(FILE *g, const char *s) {

@@ -152,6 +152,28 @@ gf_status gf_session_memory_check(const gf_session *s, int64_t B) {
                         lm ? "seq_len" : "max_sentence_len");
 }
 
+/* The evaluation's share: its batch of [eval] batch_size rows is allocated whole, whatever the
+ * split holds (4 bytes an id, at least), beside the training step's lower bound when it trains
+ * or the weights alone. */
+gf_status gf_session_eval_memory_check(const gf_session *s, int training) {
+    const gf_recipe *r = &s->r;
+    const double batch = 4.0 * (double)r->eval.batch_size * (double)gf_session_tokens_per_row(s);
+    double rest = 4.0 * (double)s->params->n;
+    if (training && r->run.device == GF_DEV_CPU) {
+        const double tokens = (double)r->train.batch_size * (double)gf_session_tokens_per_row(s);
+        rest = 4.0 * tokens * (double)r->model.n_layers * (12.0 * (double)r->model.d_model + 4.0 * (double)r->model.d_ff) +
+               16.0 * (double)s->params->n;
+    }
+    const char *why;
+    const double have = memory_available(&why);
+    if (batch + rest <= have) return GF_OK;
+    return gf_error_set(GF_E_NOMEM, "the evaluation batch needs at least %.1f GB (%lld rows, [eval] batch_size, x %lld "
+                        "ids x 4 bytes), and %.1f GB more %s: more than the %.1f GB this process may use (%s); lower "
+                        "[eval] batch_size", batch / 1e9, (long long)r->eval.batch_size,
+                        (long long)gf_session_tokens_per_row(s), rest / 1e9,
+                        training ? "for the training step beside it" : "for the weights", have / 1e9, why);
+}
+
 gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log) {
     *tok = NULL;
     /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too); wordpiece reads

@@ -128,7 +128,12 @@ static gf_status lm_eval(gf_session *s, gf_split split, int64_t max_batches, gf_
     gf_lm_loader *ld = NULL;
     GF_TRY(gf_lm_loader_new(&ld, t->ids[split].data, t->ids[split].n, L, 0, 1, 0));
     int32_t *batch = malloc((size_t)(B * (L + 1)) * sizeof(int32_t)); // (B, L+1)
-    if (!batch) { gf_lm_loader_free(ld); return gf_error_set(GF_E_NOMEM, "eval batch"); }
+    if (!batch) {
+        gf_lm_loader_free(ld);
+        return gf_error_set(GF_E_NOMEM, "the evaluation batch: %lld rows ([eval] batch_size) x %lld ids ([data] "
+                            "seq_len + 1), %.1f MB: lower [eval] batch_size", (long long)B, (long long)(L + 1),
+                            4e-6 * (double)B * (double)(L + 1));
+    }
     double sums[2] = {0.0, 0.0}; /* NLL, predicted tokens */
     int64_t rows = 0;
     gf_status status = GF_OK;

@@ -54,7 +54,8 @@ static gf_status nli_load_split(gf_session *s, gf_split split, const char *path,
     return GF_OK;
 }
 
-static gf_status alloc_batch(gf_session *s, int64_t B) {
+/* the batch buffers for B rows; key names the recipe key that sized them (messages) */
+static gf_status alloc_batch(gf_session *s, int64_t B, const char *key) {
     nli_task *t = task_of(s);
     if (t->B >= B) return GF_OK;
     free(t->prem); free(t->hyp); free(t->pmask); free(t->hmask); free(t->labels);
@@ -66,15 +67,15 @@ static gf_status alloc_batch(gf_session *s, int64_t B) {
     t->hmask = malloc((size_t)(B * Ls) * sizeof(float));
     t->labels = malloc((size_t)B * sizeof(int32_t));
     if (!t->prem || !t->hyp || !t->pmask || !t->hmask || !t->labels)
-        return gf_error_set(GF_E_NOMEM, "the batch's sentence pairs: %lld rows ([train] batch_size) x 2 x %lld ids "
-                            "and masks ([data] max_sentence_len), %.1f MB: lower batch_size or max_sentence_len",
-                            (long long)B, (long long)Ls, (double)B * (double)Ls * 16.0 / 1e6);
+        return gf_error_set(GF_E_NOMEM, "the batch's sentence pairs: %lld rows (%s) x 2 x %lld ids and masks ([data] "
+                            "max_sentence_len), %.1f MB: lower %s or max_sentence_len", (long long)B, key,
+                            (long long)Ls, (double)B * (double)Ls * 16.0 / 1e6, key);
     return GF_OK;
 }
 
 static gf_status nli_train_loader(gf_session *s, int64_t B, int64_t *n_items) {
     nli_task *t = task_of(s);
-    GF_TRY(alloc_batch(s, B));
+    GF_TRY(alloc_batch(s, B, "[train] batch_size"));
     GF_TRY(gf_snli_loader_new(&t->ld, &t->snli[GF_SPLIT_TRAIN], 1, (uint64_t)s->r.run.seed));
     *n_items = t->snli[GF_SPLIT_TRAIN].n;
     return GF_OK;
@@ -91,7 +92,7 @@ static gf_status nli_next_batch(gf_session *s, int64_t *rows) {
 
 /* Random ids in full-length sentences, random labels (gflow bench). */
 static gf_status nli_random_batch(gf_session *s, int64_t B, gf_rng *rng) {
-    GF_TRY(alloc_batch(s, B));
+    GF_TRY(alloc_batch(s, B, "--batch"));
     nli_task *t = task_of(s);
     int64_t n = B * s->r.data.max_sentence_len;
     for (int64_t i = 0; i < n; i++) {
@@ -123,9 +124,13 @@ static gf_status nli_set_loader_state(gf_session *s, const gf_loader_state *ls) 
 static gf_status nli_eval(gf_session *s, gf_split split, int64_t max_batches, gf_eval_result *res) {
     nli_task *t = task_of(s);
     gf_snli_loader *ld = NULL;
-    GF_TRY(alloc_batch(s, s->r.eval.batch_size));
-    GF_TRY(gf_snli_loader_new(&ld, &t->snli[split], 0, 0));
+    GF_TRY(alloc_batch(s, s->r.eval.batch_size, "[eval] batch_size"));
     int32_t *pred = malloc((size_t)t->B * sizeof(int32_t));
+    if (!pred)
+        return gf_error_set(GF_E_NOMEM, "the evaluation batch's predictions: %lld rows ([eval] batch_size)",
+                            (long long)t->B);
+    gf_status ls = gf_snli_loader_new(&ld, &t->snli[split], 0, 0);
+    if (ls) { free(pred); return ls; }
     double sums[12] = {0}; /* NLL, counted rows, correct rows, confusion [gold][pred] */
     int64_t rows = 0;
     gf_status status = GF_OK;

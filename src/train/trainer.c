@@ -21,6 +21,7 @@
 #include "gflow/threads.h"
 #include "gflow/version.h"
 #include "gflow/fs.h"
+#include "gflow/rundir.h"
 #include "gflow/ops.h"
 #include <errno.h>
 #include <math.h>
@@ -90,6 +91,7 @@ static gf_status prepare(trainer *t, const gf_recipe *r) {
         t->B = r->train.batch_size;
         t->L = gf_session_tokens_per_row(&t->s);
         status = gf_session_memory_check(&t->s, t->B);
+        if (!status) status = gf_session_eval_memory_check(&t->s, 1);
         if (!status) status = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
     }
     if (!status) status = gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log);
@@ -258,20 +260,14 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     path_in(t, "speed.tsv", spath, sizeof spath);
     if (!resuming(o)) {
         GF_TRY(check_fresh(t, o, cpath, mpath));
-        char bpath[1100];
-        path_in(t, "best.ckpt", bpath, sizeof bpath);
-        remove(cpath);
-        remove(bpath);
+        GF_TRY(gf_run_dir_clear(t->dir)); /* an --overwrite leaves nothing of the run before */
         gf_atomic_file af;
         FILE *f;
         GF_TRY(gf_atomic_fopen(&af, rpath, &f));
         GF_TRY(gf_atomic_finish(&af, fputs(t->recipe_text, f) < 0 ? gf_error_set(GF_E_IO, "%s: cannot write: %s",
                                                                               rpath, strerror(errno)) : GF_OK));
-        GF_TRY(gf_output_regular(mpath));
-        GF_TRY(gf_output_regular(spath));
-        t->metrics = fopen(mpath, "w");
-        t->speed = fopen(spath, "w");
-        if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot create: %s", mpath, strerror(errno));
+        GF_TRY(gf_fopen_nofollow(mpath, 'w', &t->metrics));
+        GF_TRY(gf_fopen_nofollow(spath, 'w', &t->speed));
         if (fprintf(t->metrics, "step\tepoch\tsplit\tloss\tppl\tppl_word\tacc\tlr\tgnorm\n") < 0 ||
             fflush(t->metrics) != 0 || fprintf(t->speed, "step\tms_per_step\ttokens_per_s\tcomm_ms\n") < 0 || fflush(t->speed) != 0)
             return gf_error_set(GF_E_IO, "%s: write failed: %s", mpath, strerror(errno));
@@ -280,15 +276,11 @@ static gf_status open_run_dir(trainer *t, const gf_train_opts *o) {
     /* resume: metrics.tsv is cut back to what the checkpoint had seen */
     GF_TRY(check_resume(t, mpath, cpath, rpath));
     GF_TRY(check_data(t, o, cpath));
-    if (truncate(mpath, (off_t)t->state.metrics_bytes) != 0)
+    GF_TRY(gf_fopen_nofollow(mpath, 'a', &t->metrics));
+    if (ftruncate(fileno(t->metrics), (off_t)t->state.metrics_bytes) != 0)
         return gf_error_set(GF_E_IO, "%s: cannot truncate to %lld bytes for resume: %s", mpath,
                             (long long)t->state.metrics_bytes, strerror(errno));
-    GF_TRY(gf_output_regular(mpath));
-    GF_TRY(gf_output_regular(spath));
-    t->metrics = fopen(mpath, "a");
-    t->speed = fopen(spath, "a");
-    if (!t->metrics || !t->speed) return gf_error_set(GF_E_IO, "%s: cannot open: %s", mpath, strerror(errno));
-    return GF_OK;
+    return gf_fopen_nofollow(spath, 'a', &t->speed);
 }
 
 static gf_status evaluate(trainer *t, int full, gf_eval_result *res) {

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 /* set (or unset, v NULL) an environment variable, remembering the old value in *old */
@@ -27,23 +28,27 @@ GF_TEST(unit, data_dirs_resolution_order) {
     env_put("XDG_DATA_HOME", "/x/share", &o_xdg);
     env_put("HOME", "/home/u", &o_home);
     for (int inst = 0; inst < 2; inst++) { /* $GFLOW_DATA_DIR wins, installed or not */
-        gf_data_dirs_for(inst, data, sizeof data, cache, sizeof cache);
+        gf_data_dirs_for(inst, "/src", data, sizeof data, cache, sizeof cache);
         GF_CHECK(!strcmp(data, "/srv/gfdata") && !strcmp(cache, "/srv/gfdata/cache"), "%d: %s %s", inst, data, cache);
     }
     unsetenv("GFLOW_DATA_DIR");
-    gf_data_dirs_for(1, data, sizeof data, cache, sizeof cache);
+    gf_data_dirs_for(1, "/prefix/share/gflow", data, sizeof data, cache, sizeof cache);
     GF_CHECK(!strcmp(data, "/x/share/gflow/data") && !strcmp(cache, "/x/share/gflow/cache"), "%s %s", data, cache);
-    /* a build directory keeps the quick start's datasets/ under the working directory */
-    gf_data_dirs_for(0, data, sizeof data, cache, sizeof cache);
-    GF_CHECK(!strcmp(data, "datasets/data") && !strcmp(cache, "datasets/cache"), "%s %s", data, cache);
+    /* a build directory keeps the quick start's datasets/ in its source tree, from any directory */
+    gf_data_dirs_for(0, "/src", data, sizeof data, cache, sizeof cache);
+    GF_CHECK(!strcmp(data, "/src/datasets/data") && !strcmp(cache, "/src/datasets/cache"), "%s %s", data, cache);
     setenv("XDG_DATA_HOME", "relative/ignored", 1); /* the XDG spec: relative values are invalid */
-    gf_data_dirs_for(1, data, sizeof data, cache, sizeof cache);
+    gf_data_dirs_for(1, "/prefix/share/gflow", data, sizeof data, cache, sizeof cache);
     GF_CHECK(!strcmp(data, "/home/u/.local/share/gflow/data") && !strcmp(cache, "/home/u/.local/share/gflow/cache"),
              "%s %s", data, cache);
     unsetenv("XDG_DATA_HOME");
     unsetenv("HOME");
-    gf_data_dirs_for(1, data, sizeof data, cache, sizeof cache);
-    GF_CHECK(!strcmp(data, "datasets/data") && !strcmp(cache, "datasets/cache"), "%s %s", data, cache);
+    /* installed without a home: the working directory's datasets/, as an absolute path */
+    char cwd[PATH_MAX], want[PATH_MAX + 32];
+    GF_REQUIRE(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    snprintf(want, sizeof want, "%s/datasets/data", cwd);
+    gf_data_dirs_for(1, "/prefix/share/gflow", data, sizeof data, cache, sizeof cache);
+    GF_CHECK(!strcmp(data, want) && strstr(cache, "/datasets/cache") && cache[0] == '/', "%s %s", data, cache);
     env_restore("GFLOW_DATA_DIR", o_dd);
     env_restore("XDG_DATA_HOME", o_xdg);
     env_restore("HOME", o_home);
@@ -62,9 +67,24 @@ GF_TEST(unit, recipe_data_dir_defaults) {
     GF_CHECK(!strcmp(gf_recipe_data_dir(&r), "/srv/gfdata"), "then where fetch puts it: %s", gf_recipe_data_dir(&r));
     GF_CHECK(!strcmp(gf_recipe_cache_dir(&r), "/srv/gfdata/cache"), "%s", gf_recipe_cache_dir(&r));
     unsetenv("GFLOW_DATA_DIR");
-    /* gf_tests runs from the build directory: not installed */
-    GF_CHECK(!strcmp(gf_recipe_data_dir(&r), "datasets/data"), "%s", gf_recipe_data_dir(&r));
-    GF_CHECK(!strcmp(gf_recipe_cache_dir(&r), "datasets/cache"), "%s", gf_recipe_cache_dir(&r));
+    /* gf_tests runs from the build directory: not installed, the source tree's datasets/ */
+    char *src = realpath(gf_test_source_root(), NULL);
+    const char *dirs[2] = {gf_recipe_data_dir(&r), NULL};
+    char d0[PATH_MAX];
+    snprintf(d0, sizeof d0, "%s", dirs[0]);
+    dirs[0] = d0;
+    dirs[1] = gf_recipe_cache_dir(&r);
+    for (int i = 0; i < 2; i++) { /* <source>/datasets/{data,cache}, absolute */
+        snprintf(path, sizeof path, "%s", dirs[i]);
+        char *slash = strrchr(path, '/');
+        GF_CHECK(path[0] == '/' && slash && !strcmp(slash, i ? "/cache" : "/data"), "%s", dirs[i]);
+        if (slash) *slash = 0;
+        char *got = realpath(path, NULL), want[PATH_MAX + 16];
+        snprintf(want, sizeof want, "%s/datasets", src ? src : "?");
+        GF_CHECK(got && !strcmp(got, want), "%s: want %s", dirs[i], want);
+        free(got);
+    }
+    free(src);
     snprintf(r.data.dir, sizeof r.data.dir, "mine");
     snprintf(r.tokenizer.cache_dir, sizeof r.tokenizer.cache_dir, "mycache");
     GF_CHECK(!strcmp(gf_recipe_data_dir(&r), "mine") && !strcmp(gf_recipe_cache_dir(&r), "mycache"), "explicit keys");

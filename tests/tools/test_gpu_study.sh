@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_gpu_study.sh SOURCE_ROOT GFLOW — tools/gpu_study.sh (the study's next runs in one GPU call) on
+# the CPU with tiny ablation files: the plan lists every run in the files' order (base first, then
+# the variants, seeds variant-major); a run whose resolved recipe is committed under --results, by
+# any name, is done and not run; finished runs come back in study.tar.gz with their probe tables;
+# a second call on the results of the first runs nothing; a bad key is exit 2.
+set -uo pipefail
+root=$1 gflow=$(realpath "$2")
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+mkdir -p "$tmp/data" "$tmp/abl"
+words=(the cat dog sat ran on a mat and then big small red blue)
+for s in train valid test; do
+    n=300; [ $s = train ] || n=40
+    for ((i = 0; i < n; i++)); do echo " ${words[RANDOM % 14]} ${words[RANDOM % 14]} ${words[RANDOM % 14]} . "; done >"$tmp/data/$s.txt"
+done
+cat >"$tmp/tiny.ini" <<INI
+[run]
+name = tiny
+out_dir = $tmp/runs
+threads = 1
+[data]
+dataset = wikitext2
+dir = $tmp/data
+train_file = train.txt
+valid_file = valid.txt
+test_file = test.txt
+seq_len = 16
+[tokenizer]
+kind = word
+train_file = train.txt
+cache_dir = $tmp/cache
+[model]
+family = grassmann
+n_layers = 2
+d_model = 16
+d_ff = 32
+r = 4
+offsets = 1,2
+[optim]
+lr = 1e-2
+[schedule]
+kind = constant
+[train]
+epochs = 1
+batch_size = 4
+INI
+cat >"$tmp/abl/one.ini" <<INI
+# a comment
+[ablation]
+name = one
+base = ../tiny.ini
+
+[variant no-gate]
+model.gate = false
+INI
+cat >"$tmp/abl/two.ini" <<INI
+[ablation]
+name = two
+base = $tmp/tiny.ini
+seeds = 2, 3
+[variant transformer]
+model.family = transformer
+INI
+export GFLOW=$gflow
+cpu=(--set run.device=cpu)
+# a committed run of the base recipe under another name and directory: one-base is done
+mkdir -p "$tmp/results/old-name"
+"$gflow" info "$tmp/tiny.ini" --recipe --set train.log_every=100 --set run.name=old-name --set run.out_dir=/elsewhere |
+  sed -n '/^# resolved gflow recipe/,$p' >"$tmp/results/old-name/recipe.ini"
+S=("$root/tools/gpu_study.sh")
+"${S[@]}" "$tmp/o0" "$tmp/abl/one.ini" "$tmp/abl/two.ini" --results "$tmp/results" --dry-run "${cpu[@]}" >"$tmp/log0" 2>&1; rc=$?
+check "dry run: exit 0 (got $rc)" '[ "$rc" = 0 ]'
+check "the plan in order: base, variants, seeds variant-major" '[ "$(awk "NR > 1 {print \$1}" "$tmp/o0/study.txt" | tr "\n" " ")" = "one-base one-no-gate two-base-seed2 two-base-seed3 two-transformer-seed2 two-transformer-seed3 " ]'
+check "a committed run with the same recipe is done" 'grep -q "one-base .*done: $tmp/results/old-name" "$tmp/o0/study.txt"'
+check "the others are to run, with their keys" 'grep -q "one-no-gate .*to run: .*model.gate=false" "$tmp/o0/study.txt" && grep -q "two-transformer-seed3 .*model.family=transformer run.seed=3" "$tmp/o0/study.txt"'
+check "nothing trained in a dry run" '[ ! -d "$tmp/runs" ] && [ ! -e "$tmp/o0/study.tar.gz" ]'
+"${S[@]}" "$tmp/o1" "$tmp/abl/one.ini" --results "$tmp/results" --budget 400 --at-once 1 "${cpu[@]}" >"$tmp/log1" 2>&1; rc=$?
+check "a call: exit 0 (got $rc)" '[ "$rc" = 0 ]'
+check "two files back" '[ "$(ls "$tmp/o1" | tr "\n" " ")" = "study.tar.gz study.txt " ]'
+check "the run finished and was probed" 'grep -q "one-no-gate: finished (rc 0), probed" "$tmp/o1/study.txt"'
+check "the done run was not trained" '[ ! -d "$tmp/runs/one-base" ]'
+tar -tzf "$tmp/o1/study.tar.gz" | sort >"$tmp/list"
+check "study.tar.gz: the run's files, probe tables and log" 'grep -q "^./one-no-gate/metrics.tsv$" "$tmp/list" && grep -q "^./one-no-gate/recipe.ini$" "$tmp/list" && grep -q "^./one-no-gate/probe-curvature.tsv$" "$tmp/list" && grep -q "^./one-no-gate/probe-pca.tsv$" "$tmp/list" && grep -q "^./one-no-gate.log$" "$tmp/list"'
+tar -C "$tmp/results" -xzf "$tmp/o1/study.tar.gz"
+"${S[@]}" "$tmp/o2" "$tmp/abl/one.ini" --results "$tmp/results" --dry-run "${cpu[@]}" >"$tmp/log2" 2>&1
+check "unpacked results: the next call has nothing to run" '! grep -q "to run" "$tmp/o2/study.txt" && grep -q "one-no-gate .*done: $tmp/results/one-no-gate" "$tmp/o2/study.txt"'
+"${S[@]}" "$tmp/o5" "$tmp/abl/two.ini" --results "$tmp/results" --budget 400 --at-once 2 "${cpu[@]}" >"$tmp/log5" 2>&1; rc=$?
+check "two at once: all four runs finished, reported in order (got $rc)" '[ "$rc" = 0 ] && [ "$(grep -c ": finished (rc 0), probed" "$tmp/o5/study.txt")" = 4 ] && [ "$(grep ": finished" "$tmp/o5/study.txt" | awk "{print \$1}" | tr "\n" " ")" = "two-base-seed2: two-base-seed3: two-transformer-seed2: two-transformer-seed3: " ]'
+printf '[ablation]\nname = bad\nbase = ../tiny.ini\n[variant x]\nmodel.nope = 1\n' >"$tmp/abl/bad.ini"
+"${S[@]}" "$tmp/o3" "$tmp/abl/bad.ini" --dry-run "${cpu[@]}" >"$tmp/log3" 2>&1; rc=$?
+check "a bad key: exit 2 naming the run (got $rc)" '[ "$rc" = 2 ] && grep -q "bad-x" "$tmp/log3"'
+"${S[@]}" "$tmp/o4" >/dev/null 2>&1; rc=$?
+check "no ablation file: exit 2 (got $rc)" '[ "$rc" = 2 ]'
+"${S[@]}" "$tmp/o4" "$tmp/abl/one.ini" --at-once 0 >/dev/null 2>&1; rc=$?
+check "--at-once 0: exit 2 (got $rc)" '[ "$rc" = 2 ]'
+[ "$fail" = 0 ] || cat "$tmp/log0" "$tmp/log1" "$tmp/o1/study.txt"
+exit $fail
