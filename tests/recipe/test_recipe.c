@@ -240,12 +240,12 @@ GF_TEST(unit, recipe_values_and_base_inheritance) {
     }
     /* the study's WordPiece rows: the post-LN and pre-LN pairs over wikitext2-wp.ini */
     char ab[1024];
-    snprintf(ab, sizeof ab, "%s/recipes/ablations/wordpiece.ini", gf_test_source_root());
+    snprintf(ab, sizeof ab, "%s/recipes/ablations/paper-wordpiece.ini", gf_test_source_root());
     gf_ablation a;
     GF_REQUIRE_OK(gf_ablation_load(ab, &a));
     GF_CHECK(a.n_variants == 4 && gf_ablation_find(&a, "pre-ln") > 0 && gf_ablation_find(&a, "transformer") > 0 &&
              gf_ablation_find(&a, "transformer-pre-ln") > 0 && strstr(a.base, "wikitext2-wp.ini"),
-             "ablations/wordpiece.ini: %lld variants, base %s", (long long)a.n_variants, a.base);
+             "ablations/paper-wordpiece.ini: %lld variants, base %s", (long long)a.n_variants, a.base);
     gf_ablation_free(&a);
 
     /* relative base paths, override order, and a cycle */
