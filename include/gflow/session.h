@@ -39,6 +39,9 @@ gf_status gf_session_device_check(const gf_recipe *r);
  * leaves. Checked before the first step (train, bench), whose arena would otherwise grow until
  * the allocation fails. CPU runs only. */
 gf_status gf_session_memory_check(const gf_session *s, int64_t B);
+/* The recipe's tokenizer alone (gf_recipe_tokenizer_path, verified; `gflow data encode`); log: a
+ * line on stderr naming it and its vocabulary. */
+gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log);
 /* The same for the evaluation batch ([eval] batch_size rows, allocated whole): GF_E_NOMEM naming
  * the key when it cannot fit beside the training step's lower bound (training) or the weights.
  * Checked before the first step, so a run is not refused at its first evaluation. */

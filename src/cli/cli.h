@@ -64,6 +64,9 @@ int gf_cli_args(const gf_cli *p, int lo, int hi, const char *what);
 /* print "gflow NAME: <message>" and the pointer to --help on stderr; returns GF_EXIT_USAGE */
 int gf_cli_usage(const gf_cli_spec *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gf_cli_help(const gf_cli_spec *spec, FILE *f);
+/* `gflow data encode TARGET` with a recipe's --set overrides (cmd_data_encode.c; spec: data's, for
+ * its usage errors); the exit code */
+int gf_cmd_data_encode(const gf_cli_spec *spec, const char *target, const char *const *sets, int64_t n_sets);
 /* the exit code for gf_cli_next's GF_CLI_HELP and GF_CLI_USAGE */
 static inline int gf_cli_exit(int k) { return k == GF_CLI_HELP ? GF_EXIT_OK : GF_EXIT_USAGE; }
 

@@ -82,12 +82,11 @@ static int parse(int argc, char **argv, sample_opts *o) {
 
 /* Prints one stream's text as ids arrive: the current line is re-decoded (SentencePiece decodes
  * a line as a whole) and what it adds is printed; lines longer than SEGMENT ids continue in a
- * new segment, joined by the space its first piece stands for. */
+ * new segment, joined by a space when its first piece starts a word. */
 typedef struct text_stream {
     const gf_tokenizer *tok;
     gf_ids seg;
     size_t shown;
-    int spm;
 } text_stream;
 
 static gf_status stream_put(text_stream *ts, int32_t id) {
@@ -98,8 +97,7 @@ static gf_status stream_put(text_stream *ts, int32_t id) {
         return GF_OK;
     }
     if (ts->seg.n >= SEGMENT) {
-        const char *pc = gf_tokenizer_id_to_piece(ts->tok, id);
-        if (!ts->spm || (pc && !strncmp(pc, "\xe2\x96\x81", 3))) putchar(' ');
+        if (gf_tokenizer_starts_word(ts->tok, id)) putchar(' ');
         ts->seg.n = 0;
         ts->shown = 0;
     }
@@ -209,7 +207,7 @@ int gf_cmd_sample(int argc, char **argv) {
     memset(&s, 0, sizeof s);
     gf_ids ids = {0};
     gf_status st = open_lm(&o, &s, &ids);
-    text_stream ts = {.tok = s.tok, .spm = s.tok && !strncmp(gf_tokenizer_key(s.tok), "spm:", 4)};
+    text_stream ts = {.tok = s.tok};
     int32_t *gen = st ? NULL : malloc((size_t)(o.rows * o.n_tokens) * sizeof(int32_t)); // (rows, n_tokens)
     if (!st && !gen) st = gf_error_set(GF_E_NOMEM, "sample: cannot hold %lld x %lld tokens", o.rows, o.n_tokens);
     if (!st && o.rows == 1) { /* the prompt as the model reads it, then the stream */

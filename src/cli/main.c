@@ -15,7 +15,7 @@ static const gf_command commands[] = {
     {"sample", gf_cmd_sample, "generate text from a language-model run"},
     {"info", gf_cmd_info, "parameter count and per-tensor table of a recipe or checkpoint"},
     {"export", gf_cmd_export, "write a checkpoint's weights as safetensors"},
-    {"data", gf_cmd_data, "fetch and verify data sets (gflow data fetch wikitext2|snli)"},
+    {"data", gf_cmd_data, "fetch and verify data sets, show a tokenizer's ids (gflow data fetch|dir|encode)"},
     {"selftest", gf_cmd_selftest, "train a tiny model on synthetic data end to end (core demo)"},
     {"bench", gf_cmd_bench, "time training steps of a recipe's model on random tokens (tokens/s, MFU, RSS)"},
     {"ablate", gf_cmd_ablate, "run an ablation study (base recipe + variants), resumable, with a summary table and plot"},

@@ -16,6 +16,33 @@ gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx);
 /* gf_data_for_each_line's text check alone (a corpus read by another program). */
 gf_status gf_data_check_text(const char *path);
 
+/* Pieces in id order and an open-addressing index over them (tokenizer.c). Zero-init is empty. */
+typedef struct gf_vocab {
+    char **words;    /* (n) NUL-terminated pieces, index = id */
+    int64_t n, cap;
+    int32_t *slots;  /* (n_slots) id + 1, 0 = empty */
+    int64_t n_slots;
+} gf_vocab;
+/* id of the n bytes at w, or -1 */
+int32_t gf_vocab_find(const gf_vocab *v, const char *w, size_t n);
+/* id of w, adding it as the next id when new */
+gf_status gf_vocab_add(gf_vocab *v, const char *w, size_t n, int32_t *id);
+void gf_vocab_free(gf_vocab *v);
+
+/* BERT's WordPiece tokenizer, uncased (wordpiece.c; the algorithm is in gflow/tokenizer.h).
+ * Zero-init is empty. */
+typedef struct gf_wordpiece {
+    gf_vocab v;       /* BERT's vocab.txt: a piece a line, "##" marks a continuation */
+    int32_t unk_id;   /* [UNK] */
+    int32_t sep_id;   /* [SEP] */
+    int64_t max_chars; /* code points of the longest piece, "##" not counted */
+} gf_wordpiece;
+/* Read a vocabulary in BERT's vocab.txt form; an empty, repeated or space-holding piece, or a
+ * vocabulary without [UNK] and [SEP], is an error naming the file (and line). */
+gf_status gf_wordpiece_load(gf_wordpiece *wp, const char *path);
+/* Append the ids of one line (UTF-8, no newline; invalid UTF-8 is an error naming the byte). */
+gf_status gf_wordpiece_encode(const gf_wordpiece *wp, const char *text, size_t len, gf_ids *out);
+void gf_wordpiece_free(gf_wordpiece *wp);
 
 /* Epoch-wise item order shared by the LM and SNLI loaders. */
 typedef struct gf_sampler {

@@ -1,5 +1,6 @@
-/* tokenizer.c — gf_tokenizer over SentencePiece (spm_wrap.cc) or a
- * whitespace word vocabulary. See gflow/tokenizer.h for the contract. */
+/* tokenizer.c — gf_tokenizer over SentencePiece (spm_wrap.cc), a whitespace word vocabulary
+ * or BERT's WordPiece (wordpiece.c); the vocabulary index both of the latter use. See
+ * gflow/tokenizer.h for the contract. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +18,10 @@ struct gf_tokenizer {
     gf_tokenizer_kind kind;
     char key[64];
     int32_t eol_id;
-    /* spm */
-    gf_spm *spm;
-    /* word: pieces in id order and an open-addressing index over them */
-    char **words;      /* (V) */
-    int64_t n_words, cap_words;
-    int32_t *slots;    /* (n_slots) word id + 1, 0 = empty */
-    int64_t n_slots;
-    int32_t unk_id;    /* -1 when the vocabulary has no <unk> */
+    gf_spm *spm;        /* spm */
+    gf_vocab words;     /* word: every type of the corpus */
+    int32_t unk_id;     /* word: -1 when the vocabulary has no <unk> */
+    gf_wordpiece wp;    /* wordpiece */
 };
 
 gf_status gf_ids_push(gf_ids *v, int32_t id) {
@@ -45,7 +42,7 @@ void gf_ids_free(gf_ids *v) {
     v->n = v->cap = 0;
 }
 
-/* ---- word vocabulary ---- */
+/* ---- vocabulary: pieces in id order and an open-addressing index over them ---- */
 
 static uint64_t fnv1a(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -53,77 +50,81 @@ static uint64_t fnv1a(const char *s, size_t n) {
     return h;
 }
 
-static int32_t word_find(const gf_tokenizer *t, const char *w, size_t n) {
-    if (!t->n_slots) return -1;
-    uint64_t i = fnv1a(w, n) & (uint64_t)(t->n_slots - 1);
+int32_t gf_vocab_find(const gf_vocab *v, const char *w, size_t n) {
+    if (!v->n_slots) return -1;
+    uint64_t i = fnv1a(w, n) & (uint64_t)(v->n_slots - 1);
     for (;;) {
-        int32_t s = t->slots[i];
+        int32_t s = v->slots[i];
         if (!s) return -1;
-        const char *c = t->words[s - 1];
+        const char *c = v->words[s - 1];
         if (strlen(c) == n && memcmp(c, w, n) == 0) return s - 1;
-        i = (i + 1) & (uint64_t)(t->n_slots - 1);
+        i = (i + 1) & (uint64_t)(v->n_slots - 1);
     }
 }
 
-static gf_status word_rehash(gf_tokenizer *t, int64_t n_slots) {
+static gf_status vocab_rehash(gf_vocab *v, int64_t n_slots) {
     int32_t *s = calloc((size_t)n_slots, sizeof *s);
-    if (!s) return gf_error_set(GF_E_NOMEM, "word vocabulary: out of memory");
-    free(t->slots);
-    t->slots = s;
-    t->n_slots = n_slots;
-    for (int64_t id = 0; id < t->n_words; id++) {
-        uint64_t i = fnv1a(t->words[id], strlen(t->words[id])) & (uint64_t)(n_slots - 1);
+    if (!s) return gf_error_set(GF_E_NOMEM, "vocabulary: out of memory");
+    free(v->slots);
+    v->slots = s;
+    v->n_slots = n_slots;
+    for (int64_t id = 0; id < v->n; id++) {
+        uint64_t i = fnv1a(v->words[id], strlen(v->words[id])) & (uint64_t)(n_slots - 1);
         while (s[i]) i = (i + 1) & (uint64_t)(n_slots - 1);
         s[i] = (int32_t)(id + 1);
     }
     return GF_OK;
 }
 
-/* id of w, adding it when new */
-static gf_status word_add(gf_tokenizer *t, const char *w, size_t n, int32_t *id) {
-    int32_t f = word_find(t, w, n);
+gf_status gf_vocab_add(gf_vocab *v, const char *w, size_t n, int32_t *id) {
+    int32_t f = gf_vocab_find(v, w, n);
     if (f >= 0) {
         *id = f;
         return GF_OK;
     }
-    if ((t->n_words + 1) * 2 > t->n_slots) GF_TRY(word_rehash(t, t->n_slots ? t->n_slots * 2 : 1024));
-    if (t->n_words == t->cap_words) {
-        int64_t nc = t->cap_words ? t->cap_words * 2 : 1024;
-        char **p = realloc(t->words, (size_t)nc * sizeof *p);
-        if (!p) return gf_error_set(GF_E_NOMEM, "word vocabulary: out of memory");
-        t->words = p;
-        t->cap_words = nc;
+    if ((v->n + 1) * 2 > v->n_slots) GF_TRY(vocab_rehash(v, v->n_slots ? v->n_slots * 2 : 1024));
+    if (v->n == v->cap) {
+        int64_t nc = v->cap ? v->cap * 2 : 1024;
+        char **p = realloc(v->words, (size_t)nc * sizeof *p);
+        if (!p) return gf_error_set(GF_E_NOMEM, "vocabulary: out of memory");
+        v->words = p;
+        v->cap = nc;
     }
     char *c = malloc(n + 1);
-    if (!c) return gf_error_set(GF_E_NOMEM, "word vocabulary: out of memory");
+    if (!c) return gf_error_set(GF_E_NOMEM, "vocabulary: out of memory");
     memcpy(c, w, n);
     c[n] = '\0';
-    int64_t nid = t->n_words++;
-    t->words[nid] = c;
-    uint64_t i = fnv1a(w, n) & (uint64_t)(t->n_slots - 1);
-    while (t->slots[i]) i = (i + 1) & (uint64_t)(t->n_slots - 1);
-    t->slots[i] = (int32_t)(nid + 1);
+    int64_t nid = v->n++;
+    v->words[nid] = c;
+    uint64_t i = fnv1a(w, n) & (uint64_t)(v->n_slots - 1);
+    while (v->slots[i]) i = (i + 1) & (uint64_t)(v->n_slots - 1);
+    v->slots[i] = (int32_t)(nid + 1);
     *id = (int32_t)nid;
     return GF_OK;
 }
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+void gf_vocab_free(gf_vocab *v) {
+    for (int64_t i = 0; i < v->n; i++) free(v->words[i]);
+    free(v->words);
+    free(v->slots);
+    memset(v, 0, sizeof *v);
+}
 
-typedef struct { gf_tokenizer *t; } word_build_ctx;
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 static gf_status word_build_line(void *ctx, const char *line, size_t len, int64_t lineno) {
     (void)lineno;
-    gf_tokenizer *t = ((word_build_ctx *)ctx)->t;
+    gf_vocab *v = ctx;
     int32_t id;
     size_t i = 0;
     while (i < len) {
         while (i < len && is_ws(line[i])) i++;
         size_t j = i;
         while (j < len && !is_ws(line[j])) j++;
-        if (j > i) GF_TRY(word_add(t, line + i, j - i, &id));
+        if (j > i) GF_TRY(gf_vocab_add(v, line + i, j - i, &id));
         i = j;
     }
-    return word_add(t, "<eos>", 5, &id);
+    return gf_vocab_add(v, "<eos>", 5, &id);
 }
 
 /* ---- open / free ---- */
@@ -178,6 +179,30 @@ static gf_status open_spm(gf_tokenizer *t, const gf_tokenizer_opts *o, const cha
     return GF_OK;
 }
 
+static gf_status open_word(gf_tokenizer *t, const char *train_path, const char *sha16) {
+    GF_TRY(gf_data_for_each_line(train_path, word_build_line, &t->words));
+    /* an empty corpus would give vocabulary 0 and no <eos>: say which file is at fault */
+    if (t->words.n == 0)
+        return gf_error_set(GF_E_INVALID, "%s: empty tokenizer corpus (no lines): the word vocabulary would be empty",
+                            train_path);
+    t->eol_id = gf_vocab_find(&t->words, "<eos>", 5);
+    t->unk_id = gf_vocab_find(&t->words, "<unk>", 5);
+    snprintf(t->key, sizeof t->key, "word:%lld:%s", (long long)t->words.n, sha16);
+    return GF_OK;
+}
+
+static gf_status open_wordpiece(gf_tokenizer *t, const gf_tokenizer_opts *o, const char *vocab_path,
+                                const char *sha16) {
+    GF_TRY(gf_wordpiece_load(&t->wp, vocab_path));
+    if (t->wp.v.n != o->vocab_size)
+        return gf_error_set(GF_E_INVALID, "%s: the WordPiece vocabulary has %lld pieces, but [tokenizer] vocab_size is "
+                            "%lld; set vocab_size = %lld", vocab_path, (long long)t->wp.v.n,
+                            (long long)o->vocab_size, (long long)t->wp.v.n);
+    t->eol_id = t->wp.sep_id; /* BERT ends a segment with [SEP]: one per line */
+    snprintf(t->key, sizeof t->key, "wordpiece:%lld:%s", (long long)t->wp.v.n, sha16);
+    return GF_OK;
+}
+
 gf_status gf_tokenizer_open(gf_tokenizer **out, const gf_tokenizer_opts *opts, const char *train_path) {
     *out = NULL;
     char hex[65];
@@ -190,24 +215,10 @@ gf_status gf_tokenizer_open(gf_tokenizer **out, const gf_tokenizer_opts *opts, c
     t->kind = opts->kind;
     t->unk_id = -1;
     gf_status s;
-    if (opts->kind == GF_TOK_SPM) {
-        s = open_spm(t, opts, train_path, sha16);
-    } else if (opts->kind == GF_TOK_WORD) {
-        word_build_ctx c = {t};
-        s = gf_data_for_each_line(train_path, word_build_line, &c);
-        /* an empty corpus would give vocabulary 0 and no <eos>: say which file is at fault */
-        if (s == GF_OK && t->n_words == 0)
-            s = gf_error_set(GF_E_INVALID, "%s: empty tokenizer corpus (no lines): the word vocabulary would be empty",
-                             train_path);
-        if (s == GF_OK) {
-            int32_t eos = word_find(t, "<eos>", 5);
-            t->eol_id = eos;
-            t->unk_id = word_find(t, "<unk>", 5);
-            snprintf(t->key, sizeof t->key, "word:%lld:%s", (long long)t->n_words, sha16);
-        }
-    } else {
-        s = gf_error_set(GF_E_INVALID, "unknown tokenizer kind %d", (int)opts->kind);
-    }
+    if (opts->kind == GF_TOK_SPM) s = open_spm(t, opts, train_path, sha16);
+    else if (opts->kind == GF_TOK_WORD) s = open_word(t, train_path, sha16);
+    else if (opts->kind == GF_TOK_WORDPIECE) s = open_wordpiece(t, opts, train_path, sha16);
+    else s = gf_error_set(GF_E_INVALID, "unknown tokenizer kind %d", (int)opts->kind);
     if (s != GF_OK) {
         gf_tokenizer_free(t);
         return s;
@@ -219,35 +230,46 @@ gf_status gf_tokenizer_open(gf_tokenizer **out, const gf_tokenizer_opts *opts, c
 void gf_tokenizer_free(gf_tokenizer *t) {
     if (!t) return;
     if (t->spm) gf_spm_free(t->spm);
-    for (int64_t i = 0; i < t->n_words; i++) free(t->words[i]);
-    free(t->words);
-    free(t->slots);
+    gf_vocab_free(&t->words);
+    gf_wordpiece_free(&t->wp);
     free(t);
 }
 
+/* the pieces of word and wordpiece */
+static const gf_vocab *pieces(const gf_tokenizer *t) { return t->kind == GF_TOK_WORDPIECE ? &t->wp.v : &t->words; }
+
 int64_t gf_tokenizer_vocab_size(const gf_tokenizer *t) {
-    return t->kind == GF_TOK_SPM ? gf_spm_vocab_size(t->spm) : t->n_words;
+    return t->kind == GF_TOK_SPM ? gf_spm_vocab_size(t->spm) : pieces(t)->n;
 }
 
 int32_t gf_tokenizer_eol_id(const gf_tokenizer *t) { return t->eol_id; }
 
 const char *gf_tokenizer_id_to_piece(const gf_tokenizer *t, int32_t id) {
     if (t->kind == GF_TOK_SPM) return gf_spm_id_to_piece(t->spm, id);
-    if (id < 0 || id >= t->n_words) return NULL;
-    return t->words[id];
+    if (id < 0 || id >= pieces(t)->n) return NULL;
+    return pieces(t)->words[id];
+}
+
+int gf_tokenizer_starts_word(const gf_tokenizer *t, int32_t id) {
+    const char *p = gf_tokenizer_id_to_piece(t, id);
+    if (!p) return 0;
+    if (t->kind == GF_TOK_SPM) return !strncmp(p, "\xe2\x96\x81", 3);
+    if (t->kind == GF_TOK_WORDPIECE) return strncmp(p, "##", 2) != 0;
+    return 1;
 }
 
 const char *gf_tokenizer_key(const gf_tokenizer *t) { return t->key; }
 
 gf_status gf_tokenizer_encode(const gf_tokenizer *t, const char *text, size_t len, gf_ids *out) {
     if (t->kind == GF_TOK_SPM) return gf_spm_encode(t->spm, text, len, &out->data, &out->n, &out->cap);
+    if (t->kind == GF_TOK_WORDPIECE) return gf_wordpiece_encode(&t->wp, text, len, out);
     size_t i = 0;
     while (i < len) {
         while (i < len && is_ws(text[i])) i++;
         size_t j = i;
         while (j < len && !is_ws(text[j])) j++;
         if (j > i) {
-            int32_t id = word_find(t, text + i, j - i);
+            int32_t id = gf_vocab_find(&t->words, text + i, j - i);
             if (id < 0) {
                 if (t->unk_id < 0)
                     return gf_error_set(GF_E_NOTFOUND, "word '%.*s' is not in the vocabulary (%s), which has no <unk>",
@@ -278,6 +300,22 @@ static gf_status sb_put(strbuf *b, const char *s, size_t n) {
     return GF_OK;
 }
 
+/* one line of word or wordpiece ids: pieces joined by a space; a WordPiece continuation ("##x")
+ * joins its word without one, as BERT's tokenizers decode */
+static gf_status decode_pieces(const gf_tokenizer *t, const int32_t *ids, int64_t n, strbuf *b) {
+    const gf_vocab *v = pieces(t);
+    for (int64_t k = 0; k < n; k++) {
+        if (ids[k] < 0 || ids[k] >= v->n)
+            return gf_error_set(GF_E_INVALID, "decode: id %d out of range [0, %lld)", ids[k], (long long)v->n);
+        const char *p = v->words[ids[k]];
+        int cont = t->kind == GF_TOK_WORDPIECE && !strncmp(p, "##", 2);
+        if (cont) p += 2;
+        if (k > 0 && !cont) GF_TRY(sb_put(b, " ", 1));
+        GF_TRY(sb_put(b, p, strlen(p)));
+    }
+    return GF_OK;
+}
+
 gf_status gf_tokenizer_decode(const gf_tokenizer *t, const int32_t *ids, int64_t n, char **text) {
     *text = NULL;
     strbuf b = {0};
@@ -285,22 +323,15 @@ gf_status gf_tokenizer_decode(const gf_tokenizer *t, const int32_t *ids, int64_t
     int64_t seg = 0; /* start of the current line's ids */
     for (int64_t i = 0; s == GF_OK && i <= n; i++) {
         if (i < n && ids[i] != t->eol_id) continue;
-        /* ids[seg..i) is one line */
+        /* ids[seg..i) is one line (no pointer arithmetic on the NULL of an empty id list) */
+        const int32_t *line_ids = i > seg ? ids + seg : ids;
         if (t->kind == GF_TOK_SPM) {
             char *line = NULL;
-            s = gf_spm_decode(t->spm, ids + seg, i - seg, &line);
+            s = gf_spm_decode(t->spm, line_ids, i - seg, &line);
             if (s == GF_OK) s = sb_put(&b, line, strlen(line));
             free(line);
         } else {
-            for (int64_t k = seg; s == GF_OK && k < i; k++) {
-                if (ids[k] < 0 || ids[k] >= t->n_words) {
-                    s = gf_error_set(GF_E_INVALID, "decode: id %d out of range [0, %lld)", ids[k],
-                                     (long long)t->n_words);
-                    break;
-                }
-                if (k > seg) s = sb_put(&b, " ", 1);
-                if (s == GF_OK) s = sb_put(&b, t->words[ids[k]], strlen(t->words[ids[k]]));
-            }
+            s = decode_pieces(t, line_ids, i - seg, &b);
         }
         if (s == GF_OK && i < n) s = sb_put(&b, "\n", 1);
         seg = i + 1;

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "recipe/recipe_internal.h"
 #include "gflow/device.h"
@@ -714,6 +715,16 @@ const char *gf_recipe_data_dir(const gf_recipe *r) {
     if (env && *env) return env;
     gf_data_dirs(data, sizeof data, cache, sizeof cache);
     return data;
+}
+
+void gf_recipe_tokenizer_path(const gf_recipe *r, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", gf_recipe_data_dir(r), r->tokenizer.train_file);
+    const char *env = getenv("GFLOW_DATA_MIRROR");
+    if (r->data.dir[0] || !env || !*env || access(path, F_OK) == 0) return;
+    char data[PATH_MAX], cache[PATH_MAX], alt[2 * PATH_MAX];
+    gf_data_dirs(data, sizeof data, cache, sizeof cache);
+    snprintf(alt, sizeof alt, "%s/%s", data, r->tokenizer.train_file);
+    if (access(alt, F_OK) == 0) snprintf(path, cap, "%s", alt);
 }
 
 const char *gf_recipe_cache_dir(const gf_recipe *r) {

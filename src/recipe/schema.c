@@ -11,7 +11,8 @@ _Static_assert(sizeof(gf_dataset) == sizeof(int) && sizeof(gf_split) == sizeof(i
                "enum fields are written through int*");
 
 static const gf_rk_enum_val e_dataset[] = {{"wikitext2", GF_DS_WIKITEXT2}, {"snli", GF_DS_SNLI}, {0, 0}};
-static const gf_rk_enum_val e_tok[] = {{"spm", GF_TOK_SPM}, {"word", GF_TOK_WORD}, {0, 0}};
+static const gf_rk_enum_val e_tok[] = {{"spm", GF_TOK_SPM}, {"word", GF_TOK_WORD},
+                                       {"wordpiece", GF_TOK_WORDPIECE}, {0, 0}};
 static const gf_rk_enum_val e_spm[] = {{"bpe", GF_SPM_BPE}, {"unigram", GF_SPM_UNIGRAM}, {0, 0}};
 static const gf_rk_enum_val e_family[] = {{"grassmann", GF_FAMILY_GRASSMANN},
                                           {"transformer", GF_FAMILY_TRANSFORMER}, {0, 0}};
@@ -80,11 +81,16 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(data, train_fraction, FLOAT, "1", 0, 1, MINX | MAX, 0,
       "Fraction of the training split used (learning curves)."),
 
-    K(tokenizer, kind, ENUM, "spm", 0, 0, 0, e_tok, "SentencePiece trained on the train split, or whitespace words."),
-    K(tokenizer, vocab_size, INT, "30522", 1, 0, MIN, 0, "spm: vocabulary size incl. special pieces; word: ignored."),
+    K(tokenizer, kind, ENUM, "spm", 0, 0, 0, e_tok,
+      "SentencePiece trained on the train split, whitespace words, or BERT's uncased WordPiece over a fixed "
+      "vocabulary (train_file; docs/tokenizers.md)."),
+    K(tokenizer, vocab_size, INT, "30522", 1, 0, MIN, 0,
+      "spm: vocabulary size incl. special pieces; wordpiece: the vocabulary file's size (checked); word: ignored."),
     K(tokenizer, model_type, ENUM, "bpe", 0, 0, 0, e_spm, "spm model type."),
     K(tokenizer, train_file, STRING, "wikitext-2/wiki.train.tokens", 0, 0, NONEMPTY, 0,
-      "Corpus the tokenizer is trained on (relative to [data] dir); SNLI runs share WikiText-2's."),
+      "Corpus the tokenizer is trained on (relative to [data] dir); SNLI runs share WikiText-2's. wordpiece: "
+      "the vocabulary in BERT's vocab.txt form, e.g. bert-base-uncased/vocab.txt (`gflow data fetch "
+      "bert-base-uncased`; with [data] dir empty, read from $GFLOW_DATA_MIRROR or else where fetch puts data)."),
     K(tokenizer, cache_dir, STRING, "", 0, 0, 0, 0,
       "Where trained tokenizers and token caches are kept; empty = beside the fetched data "
       "($GFLOW_DATA_DIR/cache; installed: ~/.local/share/gflow/cache; a build directory: datasets/cache)."),

@@ -6,6 +6,7 @@
 #include "gflow/dist.h"
 #include "gflow/safetensors.h"
 #include "gflow/threads.h"
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,29 +177,37 @@ gf_status gf_session_eval_memory_check(const gf_session *s, int training) {
                         training ? "for the training step beside it" : "for the weights", have / 1e9, why);
 }
 
+gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log) {
+    *tok = NULL;
+    /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too); wordpiece reads
+     * its vocabulary */
+    char tpath[2 * PATH_MAX];
+    gf_recipe_tokenizer_path(r, tpath, sizeof tpath);
+    const int wp = r->tokenizer.kind == GF_TOK_WORDPIECE;
+    if (access(tpath, F_OK) != 0)
+        return gf_error_set(GF_E_NOTFOUND, "%s: tokenizer %s not found ([tokenizer] train_file = %s under '%s'); "
+                            "run `gflow data fetch %s` or set GFLOW_DATA_MIRROR", tpath, wp ? "vocabulary" : "corpus",
+                            r->tokenizer.train_file, gf_recipe_data_dir(r), wp ? "bert-base-uncased" : "wikitext2");
+    GF_TRY(gf_data_verify(tpath));
+    gf_tokenizer_opts to = {.kind = r->tokenizer.kind, .vocab_size = r->tokenizer.vocab_size,
+                            .model_type = r->tokenizer.model_type, .cache_dir = gf_recipe_cache_dir(r)};
+    double t0 = gf_time_now();
+    gf_status status = gf_tokenizer_open(tok, &to, tpath);
+    if (status) return gf_error_wrap(status, "tokenizer ([tokenizer] in the recipe): ");
+    if (log)
+        fprintf(stderr, "tokenizer: %s, vocabulary %lld (%.1f s)\n", gf_tokenizer_key(*tok),
+                (long long)gf_tokenizer_vocab_size(*tok), gf_time_now() - t0);
+    return GF_OK;
+}
+
 /* gf_session_open, its flags those of gf_session_open_model (GF_SESSION_HOST: no device check) */
 static gf_status open_with_data(gf_session *s, const gf_recipe *r, int log, int flags) {
     memset(s, 0, sizeof *s);
     if (!(flags & GF_SESSION_HOST)) GF_TRY(gf_session_device_check(r));
     gf_threads_set((int)r->run.threads);
-    /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too) */
-    char tpath[1024];
-    snprintf(tpath, sizeof tpath, "%s/%s", gf_recipe_data_dir(r), r->tokenizer.train_file);
-    if (access(tpath, F_OK) != 0)
-        return gf_error_set(GF_E_NOTFOUND, "%s: tokenizer corpus not found ([tokenizer] train_file = %s under '%s'); "
-                            "run `gflow data fetch wikitext2` or set GFLOW_DATA_MIRROR", tpath,
-                            r->tokenizer.train_file, gf_recipe_data_dir(r));
-    GF_TRY(gf_data_verify(tpath));
-    gf_tokenizer_opts to = {.kind = r->tokenizer.kind, .vocab_size = r->tokenizer.vocab_size,
-                            .model_type = r->tokenizer.model_type, .cache_dir = gf_recipe_cache_dir(r)};
-    double t0 = gf_time_now();
     gf_tokenizer *tok = NULL;
-    gf_status status = gf_tokenizer_open(&tok, &to, tpath);
-    if (status) return gf_error_wrap(status, "tokenizer ([tokenizer] in the recipe): ");
-    if (log)
-        fprintf(stderr, "tokenizer: %s, vocabulary %lld (%.1f s)\n", gf_tokenizer_key(tok),
-                (long long)gf_tokenizer_vocab_size(tok), gf_time_now() - t0);
-    status = gf_session_open_model(s, r, gf_tokenizer_vocab_size(tok), flags);
+    GF_TRY(gf_session_open_tokenizer(r, &tok, log));
+    gf_status status = gf_session_open_model(s, r, gf_tokenizer_vocab_size(tok), flags);
     s->tok = tok;
     GF_TRY(status);
     /* the dropout stream is separate from the init stream, and both follow from the seed */

@@ -183,7 +183,7 @@ static void ckpt_note(const trainer *t, char *buf, size_t cap) {
 
 static void data_path(const trainer *t, int role, char *path, size_t cap) {
     if (role < DATA_ROLES - 1) gf_session_split_path(&t->s, (gf_split)role, path, cap);
-    else snprintf(path, cap, "%s/%s", gf_recipe_data_dir(&t->s.r), t->s.r.tokenizer.train_file);
+    else gf_recipe_tokenizer_path(&t->s.r, path, cap);
 }
 
 /* sha256 of each data file ("" when it is missing: loading it reports that) */

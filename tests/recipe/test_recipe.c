@@ -147,8 +147,10 @@ static void load_shipped(const char *name, gf_recipe *r, gf_status *st) {
     *st = gf_recipe_load(path, NULL, 0, r);
 }
 
-static const char *k_shipped[] = {"wikitext2.ini", "wikitext2-transformer.ini", "wikitext2-12l.ini",
-                                  "wikitext2-12l-transformer.ini", "quickstart.ini"};
+static const char *k_shipped[] = {"wikitext2.ini",         "wikitext2-transformer.ini", "wikitext2-12l.ini",
+                                  "wikitext2-12l-transformer.ini", "quickstart.ini",  "wikitext2-wp.ini",
+                                  "wikitext2-wp-transformer.ini",  "wikitext2-wp-12l.ini",
+                                  "wikitext2-wp-12l-transformer.ini"};
 
 GF_TEST(unit, recipe_shipped_and_round_trip) {
     for (size_t i = 0; i < sizeof k_shipped / sizeof k_shipped[0]; i++) {
@@ -160,7 +162,7 @@ GF_TEST(unit, recipe_shipped_and_round_trip) {
         char *text = NULL, *text2 = NULL;
         GF_REQUIRE_OK(gf_recipe_resolved_text(&a, &text));
         GF_CHECK(strstr(text, "[model]\nfamily = ") != NULL, "sections in text");
-        GF_CHECK(strstr(text, "base") == NULL, "base is not written");
+        GF_CHECK(strstr(text, "\nbase ") == NULL, "base is not written");
         memset(&b, 0x5a, sizeof b);
         GF_CHECK_OK(gf_recipe_parse_text(text, k_shipped[i], NULL, 0, &b));
         GF_CHECK(gf_recipe_equal(&a, &b), "%s: round trip differs", k_shipped[i]);
@@ -217,6 +219,34 @@ GF_TEST(unit, recipe_values_and_base_inheritance) {
     GF_CHECK(r.model.family == GF_FAMILY_TRANSFORMER && r.model.n_layers == 12 && r.data.seq_len == 256 &&
              r.model.max_len == 256 && r.train.batch_size == 16 && r.optim.lr == 1e-3 && r.model.heads == 4,
              "inherited through two bases");
+
+    /* the WordPiece variants: the paper's recipes with BERT's vocabulary, nothing else changed */
+    static const char *const wp[][2] = {{"wikitext2-wp.ini", "wikitext2.ini"},
+                                        {"wikitext2-wp-transformer.ini", "wikitext2-transformer.ini"},
+                                        {"wikitext2-wp-12l.ini", "wikitext2-12l.ini"},
+                                        {"wikitext2-wp-12l-transformer.ini", "wikitext2-12l-transformer.ini"}};
+    for (int i = 0; i < 4; i++) {
+        gf_recipe w, base;
+        load_shipped(wp[i][0], &w, &st);
+        GF_REQUIRE(st == GF_OK, "%s: %s", wp[i][0], gf_last_error());
+        load_shipped(wp[i][1], &base, &st);
+        GF_REQUIRE(st == GF_OK, "%s: %s", wp[i][1], gf_last_error());
+        GF_CHECK(w.tokenizer.kind == GF_TOK_WORDPIECE && w.tokenizer.vocab_size == 30522 &&
+                 strcmp(w.tokenizer.train_file, "bert-base-uncased/vocab.txt") == 0, "%s: tokenizer", wp[i][0]);
+        GF_CHECK(memcmp(&w.model, &base.model, sizeof w.model) == 0 && memcmp(&w.optim, &base.optim, sizeof w.optim) == 0 &&
+                 memcmp(&w.train, &base.train, sizeof w.train) == 0 && memcmp(&w.data, &base.data, sizeof w.data) == 0 &&
+                     memcmp(&w.schedule, &base.schedule, sizeof w.schedule) == 0,
+                 "%s: the model, data and training of %s", wp[i][0], wp[i][1]);
+    }
+    /* the study's WordPiece rows: the post-LN and pre-LN pairs over wikitext2-wp.ini */
+    char ab[1024];
+    snprintf(ab, sizeof ab, "%s/recipes/ablations/paper-wordpiece.ini", gf_test_source_root());
+    gf_ablation a;
+    GF_REQUIRE_OK(gf_ablation_load(ab, &a));
+    GF_CHECK(a.n_variants == 4 && gf_ablation_find(&a, "pre-ln") > 0 && gf_ablation_find(&a, "transformer") > 0 &&
+             gf_ablation_find(&a, "transformer-pre-ln") > 0 && strstr(a.base, "wikitext2-wp.ini"),
+             "ablations/paper-wordpiece.ini: %lld variants, base %s", (long long)a.n_variants, a.base);
+    gf_ablation_free(&a);
 
     /* relative base paths, override order, and a cycle */
     char dir[1024], p[1200];
