@@ -36,6 +36,10 @@ for f in "$B/gflow" "$B/tests/gf_tests"; do ldd "$f"; done | awk '$3 ~ /^\// {pr
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -r "$MIRROR/wikitext-2" "$MIRROR/snli_1.0" "$stage/data/" 2>/dev/null || cp -r "$MIRROR/wikitext-2" "$stage/data/"
 [ -f "$MIRROR/README.md" ] && cp "$MIRROR/README.md" "$stage/data/"
+# BERT's WordPiece vocabulary (the study's WordPiece rows): the mirror holds its npm tarball, and
+# `gflow data fetch bert-base-uncased` (python3, tar) makes vocab.txt of it here, where both exist
+GFLOW_DATA_MIRROR=$MIRROR "$B/gflow" data fetch bert-base-uncased "$stage/data" >/dev/null 2>&1 ||
+    echo "gpu_pack: bert-base-uncased not packed (gflow data fetch bert-base-uncased failed): the WordPiece runs cannot run there" >&2
 tar -C "$stage" -cJf "$DIR/pack.tar.xz.tmp" .
 mv "$DIR/pack.tar.xz.tmp" "$DIR/pack.tar.xz"
 echo "gpu_pack: $DIR/pack.tar.xz $(du -h "$DIR/pack.tar.xz" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries); carry $DIR/pack.tar.xz"
