@@ -8,8 +8,8 @@ void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c) {
     c->vocab = vocab;
 }
 
-/* A recipe of only defaults, with the required [model] keys given and max_len derived as
- * gf_recipe_load derives it. */
+/* A recipe of only defaults, with the required [model] keys given and max_len and
+ * classifier_hidden derived as gf_recipe_load derives them. */
 static void from_defaults(gf_model_cfg *c, gf_family family, int64_t n_layers, int64_t d_ff, int snli) {
     gf_recipe r;
     gf_recipe_defaults(&r);
@@ -19,6 +19,7 @@ static void from_defaults(gf_model_cfg *c, gf_family family, int64_t n_layers, i
     c->d_model = 256;
     c->d_ff = d_ff;
     c->max_len = snli ? r.data.max_sentence_len : r.data.seq_len;
+    c->classifier_hidden = c->d_model;
 }
 
 void gf_model_cfg_default(gf_model_cfg *c) { from_defaults(c, GF_FAMILY_GRASSMANN, 6, 1024, 0); }
@@ -27,5 +28,4 @@ void gf_nli_cfg_default(gf_model_cfg *c, gf_family family) {
     from_defaults(c, family, 2, 512, 1);
     c->block = GF_NLI_BLOCK;
     c->r = 64;
-    c->classifier_hidden = c->d_model;
 }
