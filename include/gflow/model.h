@@ -12,29 +12,43 @@
 #include "gflow/blocks.h"
 #include "gflow/params.h"
 #include "gflow/tape.h"
+#include <stdbool.h>
 
 #define GF_MAX_OFFSETS 32
 #define GF_MAX_LAYERS 64
+#define GF_INT_LIST_MAX 64 /* entries per gf_int_list */
 
+typedef struct gf_int_list {
+    int64_t n;
+    int64_t v[GF_INT_LIST_MAX]; /* (n) used, rest zero */
+} gf_int_list;
+
+/* The model config: the recipe's [model] section itself (gf_recipe.model, one field per key of
+ * src/recipe/schema.c, which holds the defaults, bounds and docs), plus the tokenizer's vocab.
+ * Both tasks read it: the language model (this file) the shared keys and the grassmann and
+ * transformer ones; the NLI classifier (gflow/nli.h) the shared keys and the snli head's, its
+ * blocks always pre-LN, gated, with Pluecker features. Plain data, so a copy is a config. */
 typedef struct gf_model_cfg {
     gf_family family;
-    gf_block_kind block;
-    int64_t vocab, d_model, d_ff, n_layers, max_len;
-    float dropout, ln_eps, init_std;
+    gf_block_kind block;                       /* LM only */
+    int64_t vocab;                             /* from the tokenizer (gf_recipe_model_cfg); 0 in a recipe */
+    int64_t n_layers, d_model, d_ff;
+    int64_t max_len;                           /* Lmax: rows of the position table */
+    /* doubles as the recipe reads them; the model computes with them rounded to float */
+    double dropout, init_std, ln_eps;
     /* grassmann */
     int64_t r;
-    int64_t offsets[GF_MAX_OFFSETS];           /* mode A: every layer averages over these */
-    int32_t n_offsets;
-    int64_t offset_schedule[GF_MAX_LAYERS];    /* mode B when n_schedule > 0: layer l uses [l] */
-    int32_t n_schedule;
-    float eps;
-    int normalize, gate, plucker;
+    gf_int_list offsets;                       /* mode A: every layer averages over these (at most GF_MAX_OFFSETS) */
+    gf_int_list offset_schedule;               /* mode B when n > 0: layer l uses v[l] */
+    double eps;
+    bool normalize, gate, plucker;             /* gate, plucker: LM only */
     /* transformer */
     int64_t heads;
+    /* snli head */
+    int64_t window, stride, mix_heads;
+    int64_t classifier_hidden;
 } gf_model_cfg;
 
-/* The defaults of the paper's 6-layer model (V = 30,522, grassmann, post-LN, mode A). */
-void gf_model_cfg_default(gf_model_cfg *c);
 /* Every constraint on the config (gf_block_cfg_check, then the offsets): 0 when all hold, else 1
  * with the recipe key at fault and why. The one check: gf_recipe_load reports it at the key's
  * file:line, gf_lm_init through gf_model_cfg_validate. */

@@ -50,29 +50,15 @@
 #define GF_NLI_MAX_LAYERS 16
 #define GF_NLI_BLOCK GF_BLOCK_PRE_LN /* every NLI encoder layer (the recipe's [model] block is LM-only) */
 
-typedef struct gf_nli_cfg {
-    gf_family family;              /* GF_FAMILY_GRASSMANN or GF_FAMILY_TRANSFORMER */
-    int64_t vocab, d_model, d_ff, n_layers;
-    int64_t max_len;               /* Ls: positions in the table, >= the batch's Ls */
-    int64_t r, window, stride, mix_heads; /* grassmann: d_proj, pair windows, projection groups */
-    int64_t heads;                 /* transformer: attention heads */
-    int64_t classifier_hidden;
-    float dropout, eps, ln_eps, init_std;
-    int normalize;                 /* grassmann: p / max(|p|, eps) (1) or raw p (0) */
-} gf_nli_cfg;
-
-/* The issue's recipe scale: V 30,522, D 256, d_ff 512, 2 layers, Ls 48, r 64, window 8,
- * stride 8, 4 mixing heads, 4 attention heads, classifier_hidden 256, dropout 0.1, eps 1e-8,
- * ln_eps 1e-5, init_std 0.02, normalize 1. */
-void gf_nli_cfg_default(gf_nli_cfg *c, gf_family family);
-/* Every constraint on the config (gf_block_cfg_check, then classifier_hidden): 0 when all hold,
- * else 1 with the recipe key at fault and why (see gf_model_cfg_check). */
-int gf_nli_cfg_check(const gf_nli_cfg *c, gf_cfg_issue *is);
+/* Every constraint on the config as the NLI classifier reads it (gf_block_cfg_check, then
+ * classifier_hidden): 0 when all hold, else 1 with the recipe key at fault and why (see
+ * gf_model_cfg_check). */
+int gf_nli_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is);
 /* gf_nli_cfg_check as a status: "nli config: <key>: <why>". */
-gf_status gf_nli_cfg_validate(const gf_nli_cfg *c);
+gf_status gf_nli_cfg_validate(const gf_model_cfg *c);
 
 typedef struct gf_nli {
-    gf_nli_cfg cfg;
+    gf_model_cfg cfg;
     gf_params params;
     gf_tensor *tok_emb, *pos_emb, *ln_f_w, *ln_f_b, *cls_fc1_w, *cls_fc1_b, *cls_fc2_w, *cls_fc2_b;
     gf_block blocks[GF_NLI_MAX_LAYERS];
@@ -88,7 +74,7 @@ typedef struct gf_nli_out {
     int64_t n_correct;     /* counted rows whose argmax equals the label */
 } gf_nli_out;
 
-gf_status gf_nli_init(gf_nli *m, const gf_nli_cfg *cfg);
+gf_status gf_nli_init(gf_nli *m, const gf_model_cfg *cfg);
 /* Training init: N(0, init_std) for linear and embedding weights, zero biases, LN (1, 0). */
 void gf_nli_init_weights(gf_nli *m, gf_rng *rng);
 /* prem/hyp (B, Ls) ids (negative ids read as 0), prem_mask/hyp_mask (B, Ls) 1 = token, 0 = pad,

@@ -40,15 +40,10 @@
  * and NUL): a longer line is refused at file:line, and a value whose line `key = value` would be
  * longer is refused where it enters (a file or --set), so every resolved recipe reads back. */
 #define GF_RECIPE_MAX_LINE 198
-#define GF_RECIPE_LIST_MAX 64 /* entries per int list */
+#define GF_RECIPE_LIST_MAX GF_INT_LIST_MAX /* entries per int list (gf_int_list, gflow/model.h) */
 /* Longest seq_len, max_len, max_sentence_len (2^16): a longer window is a typo, and would only
  * fail later as an allocation without naming the key. */
 #define GF_RECIPE_MAX_LEN 65536
-
-typedef struct gf_int_list {
-    int64_t n;
-    int64_t v[GF_RECIPE_LIST_MAX]; /* (n) used, rest zero */
-} gf_int_list;
 
 /* family and block kinds are the model's own enums (gflow/model.h) */
 typedef gf_family gf_model_family;
@@ -84,25 +79,7 @@ typedef struct gf_recipe {
         char train_file[GF_RECIPE_STR];  /* relative to the data dir */
         char cache_dir[GF_RECIPE_STR];
     } tokenizer;
-    struct {
-        gf_model_family family;
-        int64_t n_layers, d_model, d_ff;
-        int64_t max_len;                 /* Lmax (resolved: never 0) */
-        double dropout;
-        gf_block_kind block;
-        double init_std, ln_eps;
-        /* grassmann */
-        int64_t r;
-        gf_int_list offsets;             /* mode A: every layer uses all */
-        gf_int_list offset_schedule;     /* mode B when n > 0: layer l uses v[l] */
-        double eps;
-        bool normalize, gate, plucker;
-        /* transformer */
-        int64_t heads;
-        /* NLI heads (snli) */
-        int64_t window, stride, mix_heads;
-        int64_t classifier_hidden;       /* resolved: never 0 */
-    } model;
+    gf_model_cfg model;                  /* [model]: the model's own config (gflow/model.h), a field a key */
     struct {
         double lr, beta1, beta2, eps, weight_decay;
         bool decay_bias, decay_norm, decay_embed;
@@ -172,10 +149,16 @@ void gf_recipe_tokenizer_path(const gf_recipe *r, char *path, size_t cap);
  * (<source>/datasets/cache from a build directory). Per-thread buffer, valid until the next call. */
 const char *gf_recipe_cache_dir(const gf_recipe *r);
 
-/* The model config [model] describes, for a tokenizer of `vocab` ids: the LM (WikiText-2) or the
- * NLI classifier (SNLI). gf_recipe_load has checked it (gf_model_cfg_check, gf_nli_cfg_check). */
+/* The model config [model] describes (r->model), for a tokenizer of `vocab` ids: the LM's
+ * (WikiText-2) or the NLI classifier's (SNLI). gf_recipe_load has checked it (gf_model_cfg_check,
+ * gf_nli_cfg_check). */
 void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c);
-void gf_recipe_nli_cfg(const gf_recipe *r, int64_t vocab, gf_nli_cfg *c);
+/* Model configs for tests and benchmarks, with every [model] default from the schema: the paper's
+ * 6-layer language model (grassmann, d_model 256, d_ff 1024, Lmax = [data] seq_len 128, V =
+ * [tokenizer] vocab_size 30,522), and the NLI classifier at the SNLI recipes' scale (d_model 256,
+ * d_ff 512, 2 layers, r 64, Lmax = max_sentence_len 48, classifier_hidden = d_model). */
+void gf_model_cfg_default(gf_model_cfg *c);
+void gf_nli_cfg_default(gf_model_cfg *c, gf_family family);
 
 /* Optimizer settings from [optim] and [schedule]; sched->lr = optim.lr. */
 void gf_recipe_optim_cfg(const gf_recipe *r, gf_adamw_cfg *adamw, gf_schedule_cfg *sched);

@@ -5,31 +5,10 @@
 #include "gflow/device.h"
 #include <string.h>
 
-void gf_model_cfg_default(gf_model_cfg *c) {
-    memset(c, 0, sizeof *c);
-    c->family = GF_FAMILY_GRASSMANN;
-    c->block = GF_BLOCK_POST_LN;
-    c->vocab = 30522;
-    c->d_model = 256;
-    c->d_ff = 1024;
-    c->n_layers = 6;
-    c->max_len = 128;
-    c->dropout = 0.1f;
-    c->ln_eps = 1e-5f;
-    c->init_std = 0.02f;
-    c->r = 32;
-    static const int64_t offs[6] = {1, 2, 4, 8, 12, 16};
-    memcpy(c->offsets, offs, sizeof offs);
-    c->n_offsets = 6;
-    c->eps = 1e-8f;
-    c->normalize = c->gate = c->plucker = 1;
-    c->heads = 4;
-}
-
 gf_block_cfg gf_lm_block_cfg(const gf_model_cfg *c) {
     return (gf_block_cfg){.family = c->family, .kind = c->block, .d_model = c->d_model, .d_ff = c->d_ff,
-                          .dropout = c->dropout, .ln_eps = c->ln_eps, .pairing = GF_PAIR_CAUSAL, .r = c->r,
-                          .mix_heads = 1, .eps = c->eps, .normalize = c->normalize, .gate = c->gate,
+                          .dropout = (float)c->dropout, .ln_eps = (float)c->ln_eps, .pairing = GF_PAIR_CAUSAL, .r = c->r,
+                          .mix_heads = 1, .eps = (float)c->eps, .normalize = c->normalize, .gate = c->gate,
                           .plucker = c->plucker, .heads = c->heads, .causal = 1};
 }
 
@@ -37,17 +16,17 @@ int gf_model_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is) {
     gf_block_cfg b = gf_lm_block_cfg(c);
     if (gf_block_cfg_check(&b, c->vocab, c->n_layers, GF_MAX_LAYERS, c->max_len, is)) return 1;
     if (c->family != GF_FAMILY_GRASSMANN) return 0;
-    if (c->n_schedule > 0) {
-        GF_CFG_NEED(c->n_schedule == c->n_layers, "offset_schedule", "must have n_layers (%lld) entries, got %lld",
-             (long long)c->n_layers, (long long)c->n_schedule);
-        for (int i = 0; i < c->n_schedule; i++)
-            GF_CFG_NEED(c->offset_schedule[i] >= 1, "offset_schedule", "entry %d must be >= 1, got %lld", i,
-                 (long long)c->offset_schedule[i]);
+    const gf_int_list *sch = &c->offset_schedule, *all = &c->offsets;
+    if (sch->n > 0) {
+        GF_CFG_NEED(sch->n == c->n_layers, "offset_schedule", "must have n_layers (%lld) entries, got %lld",
+             (long long)c->n_layers, (long long)sch->n);
+        for (int i = 0; i < sch->n; i++)
+            GF_CFG_NEED(sch->v[i] >= 1, "offset_schedule", "entry %d must be >= 1, got %lld", i, (long long)sch->v[i]);
     } else {
-        GF_CFG_NEED(c->n_offsets >= 1 && c->n_offsets <= GF_MAX_OFFSETS, "offsets", "must list 1..%d values, got %d",
-             GF_MAX_OFFSETS, c->n_offsets);
-        for (int i = 0; i < c->n_offsets; i++)
-            GF_CFG_NEED(c->offsets[i] >= 1, "offsets", "entry %d must be >= 1, got %lld", i, (long long)c->offsets[i]);
+        GF_CFG_NEED(all->n >= 1 && all->n <= GF_MAX_OFFSETS, "offsets", "must list 1..%d values, got %d",
+             GF_MAX_OFFSETS, (int)all->n);
+        for (int i = 0; i < all->n; i++)
+            GF_CFG_NEED(all->v[i] >= 1, "offsets", "entry %d must be >= 1, got %lld", i, (long long)all->v[i]);
     }
     return 0;
 }
@@ -59,8 +38,8 @@ gf_status gf_model_cfg_validate(const gf_model_cfg *c) {
 
 void gf_lm_layer_offsets(const gf_model_cfg *c, int64_t l, const int64_t **offs, int32_t *n) {
     /* mode B (offset_schedule): layer l pairs at the one offset [l] */
-    *offs = c->n_schedule > 0 ? &c->offset_schedule[l] : c->offsets;
-    *n = c->n_schedule > 0 ? 1 : c->n_offsets;
+    *offs = c->offset_schedule.n > 0 ? &c->offset_schedule.v[l] : c->offsets.v;
+    *n = c->offset_schedule.n > 0 ? 1 : (int32_t)c->offsets.n;
 }
 
 gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
@@ -74,7 +53,8 @@ gf_status gf_lm_init(gf_lm *m, const gf_model_cfg *cfg) {
     return gf_params_alloc(&m->params);
 }
 
-void gf_lm_init_weights(gf_lm *m, gf_rng *rng) { gf_params_init_weights(&m->params, m->cfg.init_std, rng); }
+/* init_std rounded to float, as the blocks' dropout and eps are */
+void gf_lm_init_weights(gf_lm *m, gf_rng *rng) { gf_params_init_weights(&m->params, (float)m->cfg.init_std, rng); }
 
 /* windows (B, L+1) -> ids inp (B, L) and targets tgt (B, L), in ctx's host arena */
 static void split_windows(gf_ctx *ctx, const int32_t *windows, int64_t B, int64_t L, int32_t **inp_out,
@@ -162,7 +142,7 @@ double gf_lm_flops_per_token(const gf_model_cfg *c, int64_t L) {
     double D = (double)c->d_model, F = (double)c->d_ff, V = (double)c->vocab, R = (double)c->r;
     double P = R * (R - 1) / 2, layer;
     if (c->family == GF_FAMILY_GRASSMANN) {
-        double m = c->n_schedule > 0 ? 1.0 : (double)c->n_offsets;
+        double m = c->offset_schedule.n > 0 ? 1.0 : (double)c->offsets.n;
         layer = D * R                                     /* reduce */
                 + (c->plucker ? m * 2 * P : R * P)        /* pairs + norm per offset, or the linear stand-in */
                 + P * D                                   /* one projection after averaging */

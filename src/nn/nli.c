@@ -5,49 +5,28 @@
 #include "gflow/ops.h"
 #include <string.h>
 
-void gf_nli_cfg_default(gf_nli_cfg *c, gf_family family) {
-    memset(c, 0, sizeof *c);
-    c->family = family;
-    c->vocab = 30522;
-    c->d_model = 256;
-    c->d_ff = 512;
-    c->n_layers = 2;
-    c->max_len = 48;
-    c->r = 64;
-    c->window = 8;
-    c->stride = 8;
-    c->mix_heads = 4;
-    c->heads = 4;
-    c->classifier_hidden = 256;
-    c->dropout = 0.1f;
-    c->eps = 1e-8f;
-    c->ln_eps = 1e-5f;
-    c->init_std = 0.02f;
-    c->normalize = 1;
-}
-
 /* The block every layer of the NLI encoder uses: pre-LN, gated, windowed bidirectional pairs or
  * bidirectional attention over unpadded keys. */
-static gf_block_cfg block_cfg(const gf_nli_cfg *c) {
+static gf_block_cfg block_cfg(const gf_model_cfg *c) {
     return (gf_block_cfg){.family = c->family, .kind = GF_NLI_BLOCK, .d_model = c->d_model, .d_ff = c->d_ff,
-                          .dropout = c->dropout, .ln_eps = c->ln_eps, .pairing = GF_PAIR_WINDOW, .r = c->r,
-                          .mix_heads = c->mix_heads, .window = c->window, .stride = c->stride, .eps = c->eps,
+                          .dropout = (float)c->dropout, .ln_eps = (float)c->ln_eps, .pairing = GF_PAIR_WINDOW, .r = c->r,
+                          .mix_heads = c->mix_heads, .window = c->window, .stride = c->stride, .eps = (float)c->eps,
                           .normalize = c->normalize, .gate = 1, .plucker = 1, .heads = c->heads, .causal = 0};
 }
 
-int gf_nli_cfg_check(const gf_nli_cfg *c, gf_cfg_issue *is) {
+int gf_nli_cfg_check(const gf_model_cfg *c, gf_cfg_issue *is) {
     gf_block_cfg b = block_cfg(c);
     if (gf_block_cfg_check(&b, c->vocab, c->n_layers, GF_NLI_MAX_LAYERS, c->max_len, is)) return 1;
     GF_CFG_NEED(c->classifier_hidden > 0, "classifier_hidden", "must be > 0, got %lld", (long long)c->classifier_hidden);
     return 0;
 }
 
-gf_status gf_nli_cfg_validate(const gf_nli_cfg *c) {
+gf_status gf_nli_cfg_validate(const gf_model_cfg *c) {
     gf_cfg_issue is;
     return gf_cfg_status(gf_nli_cfg_check(c, &is), &is, "nli config");
 }
 
-gf_status gf_nli_init(gf_nli *m, const gf_nli_cfg *cfg) {
+gf_status gf_nli_init(gf_nli *m, const gf_model_cfg *cfg) {
     memset(m, 0, sizeof *m);
     GF_TRY(gf_nli_cfg_validate(cfg));
     m->cfg = *cfg;
@@ -64,11 +43,12 @@ gf_status gf_nli_init(gf_nli *m, const gf_nli_cfg *cfg) {
     return gf_params_alloc(ps);
 }
 
-void gf_nli_init_weights(gf_nli *m, gf_rng *rng) { gf_params_init_weights(&m->params, m->cfg.init_std, rng); }
+/* init_std rounded to float, as the blocks' dropout and eps are */
+void gf_nli_init_weights(gf_nli *m, gf_rng *rng) { gf_params_init_weights(&m->params, (float)m->cfg.init_std, rng); }
 
 gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const float *prem_mask, const int32_t *hyp,
                           const float *hyp_mask, const int32_t *labels, int64_t B, int64_t Ls, gf_nli_out *out) {
-    const gf_nli_cfg *c = &m->cfg;
+    const gf_model_cfg *c = &m->cfg;
     GF_ASSERT(B >= 1, "nli: empty batch");
     GF_ASSERT(Ls >= 1 && Ls <= c->max_len, "nli: sentence length %lld outside [1, max_len=%lld]", (long long)Ls,
               (long long)c->max_len);

@@ -575,16 +575,9 @@ static gf_status finish(resolve_ctx *rc) {
                          (long long)r->data.max_sentence_len, (long long)r->model.max_len);
     /* the model's own constraints (nn), reported at the key's file:line */
     gf_cfg_issue is;
-    int bad;
-    if (ds) {
-        gf_nli_cfg c;
-        gf_recipe_nli_cfg(r, r->tokenizer.vocab_size, &c);
-        bad = gf_nli_cfg_check(&c, &is);
-    } else {
-        gf_model_cfg c;
-        gf_recipe_model_cfg(r, r->tokenizer.vocab_size, &c);
-        bad = gf_model_cfg_check(&c, &is);
-    }
+    gf_model_cfg c;
+    gf_recipe_model_cfg(r, r->tokenizer.vocab_size, &c);
+    const int bad = ds ? gf_nli_cfg_check(&c, &is) : gf_model_cfg_check(&c, &is);
     if (bad && find_key("model", is.key) >= 0) return model_issue(rc, &is);
     if (bad) return gf_error_set(GF_E_INVALID, "%s: model %s: %s", rc->top, is.key, is.why);
     if (!ds && r->model.family == GF_FAMILY_GRASSMANN) GF_TRY(check_offsets(rc));
@@ -602,6 +595,18 @@ static gf_status finish(resolve_ctx *rc) {
     return GF_OK;
 }
 
+void gf_recipe_defaults(gf_recipe *r) {
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < gf_recipe_n_keys; i++) {
+        const gf_recipe_key *k = &gf_recipe_schema[i];
+        if (k->def && k->type != GF_RK_BASE) {
+            char msg[256];
+            GF_ASSERT(set_value(r, k, k->def, msg, sizeof msg), "schema default of %s.%s: %s", k->section,
+                      k->key, msg);
+        }
+    }
+}
+
 static gf_status resolve(const char *path, const char *text, const char *name, const char *const *sets,
                          int64_t n_sets, gf_recipe *out) {
     resolve_ctx *rc = calloc(1, sizeof *rc);
@@ -614,15 +619,8 @@ static gf_status resolve(const char *path, const char *text, const char *name, c
     rc->r = r;
     rc->from_file = path != NULL;
     snprintf(rc->top, sizeof rc->top, "%s", path ? path : name);
-    for (int i = 0; i < gf_recipe_n_keys; i++) {
-        const gf_recipe_key *k = &gf_recipe_schema[i];
-        snprintf(rc->origin[i], ORIGIN_MAX, "%s (default)", rc->top);
-        if (k->def && k->type != GF_RK_BASE) {
-            char msg[256];
-            GF_ASSERT(set_value(r, k, k->def, msg, sizeof msg), "schema default of %s.%s: %s", k->section,
-                      k->key, msg);
-        }
-    }
+    gf_recipe_defaults(r);
+    for (int i = 0; i < gf_recipe_n_keys; i++) snprintf(rc->origin[i], ORIGIN_MAX, "%s (default)", rc->top);
     gf_status st;
     if (path) {
         char real[PATH_MAX];

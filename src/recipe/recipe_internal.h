@@ -51,6 +51,9 @@ extern const int gf_recipe_n_keys;
 extern const char *const gf_recipe_sections[];  /* NULL-terminated, schema order */
 extern const char *const gf_recipe_section_docs[];
 
+/* Every key at its schema default; required keys (and [model] vocab) zero. */
+void gf_recipe_defaults(gf_recipe *r);
+
 /* The shortest text that reads back to the same double, in buf. */
 const char *gf_recipe_fmt_double(double x, char *buf, size_t cap);
 

@@ -1,6 +1,7 @@
 /* schema.c — every recipe key, the single source of truth for parsing,
  * the resolved text and docs/recipe-keys.md. Add a key here (plus its field
- * in gf_recipe), then regenerate the docs (see tests/recipe/test_recipe.c). */
+ * in gf_recipe; a [model] key's field is in gf_model_cfg, gflow/model.h, which
+ * the model reads as it is), then regenerate the docs (see tests/recipe/test_recipe.c). */
 #include "recipe/recipe_internal.h"
 
 _Static_assert(sizeof(gf_dataset) == sizeof(int) && sizeof(gf_split) == sizeof(int) &&
@@ -35,8 +36,17 @@ static const gf_rk_enum_val e_split[] = {{"train", GF_SPLIT_TRAIN}, {"valid", GF
 #define REQ NULL
 #define GF_XSTR(x) GF_STR(x)
 #define GF_STR(x) #x
+/* 1 when field x has the C type the parser writes for its key type (a compile error otherwise) */
+#define IS_INT(x) _Generic((x), int64_t: 1, default: 0)
+#define IS_FLOAT(x) _Generic((x), double: 1, default: 0)
+#define IS_BOOL(x) _Generic((x), bool: 1, default: 0)
+#define IS_STRING(x) (sizeof(x) == GF_RECIPE_STR)
+#define IS_ENUM(x) (sizeof(x) == sizeof(int)) /* enum types: the _Static_assert above */
+#define IS_INT_LIST(x) _Generic((x), gf_int_list: 1, default: 0)
+#define FIELD(s, k) (((gf_recipe *)0)->s.k)
 #define K(s, k, type, def, lo, hi, fl, en, doc) \
-    {#s, #k, GF_RK_##type, def, lo, hi, fl, en, doc, offsetof(gf_recipe, s.k)}
+    {#s, #k, GF_RK_##type, def, lo, hi, fl, en, doc, \
+     offsetof(gf_recipe, s.k) + 0 * sizeof(char[IS_##type(FIELD(s, k)) ? 1 : -1])}
 
 const gf_recipe_key gf_recipe_schema[] = {
     K(run, name, STRING, REQ, 0, 0, NONEMPTY | COMPONENT, 0, "Run name; checkpoints go to out_dir/name."),

@@ -26,8 +26,8 @@ static gf_status nli_open(gf_session *s, int64_t vocab) {
     nli_task *t = calloc(1, sizeof *t);
     if (!t) return gf_error_set(GF_E_NOMEM, "NLI task");
     s->task_data = t;
-    gf_nli_cfg nc;
-    gf_recipe_nli_cfg(&s->r, vocab, &nc);
+    gf_model_cfg nc;
+    gf_recipe_model_cfg(&s->r, vocab, &nc);
     GF_TRY(gf_nli_init(&t->nli, &nc));
     t->model_ready = 1;
     s->params = &t->nli.params;
@@ -193,7 +193,7 @@ static void nli_log_done(const gf_session *s, const gf_run_end *e) {
 }
 
 static void nli_describe(const gf_session *s, FILE *f) {
-    const gf_nli_cfg *c = &task_of(s)->nli.cfg;
+    const gf_model_cfg *c = &task_of(s)->nli.cfg;
     fprintf(f, "\nmodel: %s NLI classifier, %lld layers, d_model %lld, vocab %lld, sentences of %lld tokens\n",
             gf_family_name(c->family), (long long)c->n_layers, (long long)c->d_model, (long long)c->vocab,
             (long long)s->r.data.max_sentence_len);

@@ -39,9 +39,9 @@ static void make_lm(gf_lm *m, const variant *v) {
     c.plucker = v->plucker;
     c.gate = v->gate;
     static const int64_t offs[4] = {1, 2, 5, 8}, far[4] = {3, 20, 0, 0};
-    memcpy(c.offsets, v->far ? far : offs, sizeof offs);
-    c.n_offsets = v->far ? 2 : 4;
-    if (v->schedule) { c.n_schedule = 2; c.offset_schedule[0] = 1; c.offset_schedule[1] = 3; }
+    memcpy(c.offsets.v, v->far ? far : offs, sizeof offs);
+    c.offsets.n = v->far ? 2 : 4;
+    if (v->schedule) { c.offset_schedule.n = 2; c.offset_schedule.v[0] = 1; c.offset_schedule.v[1] = 3; }
     GF_REQUIRE_OK(gf_lm_init(m, &c));
     gf_rng rng;
     gf_rng_seed(&rng, 11);

@@ -42,8 +42,8 @@ static void cfg_from_meta(const gf_safetensors_file *f, gf_model_cfg *c) {
     c->normalize = meta_b(f, "normalize");
     c->gate = meta_b(f, "gate");
     c->plucker = meta_b(f, "plucker");
-    c->n_offsets = meta_list(f, "offsets", c->offsets, GF_MAX_OFFSETS);
-    c->n_schedule = meta_list(f, "offset_schedule", c->offset_schedule, GF_MAX_LAYERS);
+    c->offsets.n = meta_list(f, "offsets", c->offsets.v, GF_MAX_OFFSETS);
+    c->offset_schedule.n = meta_list(f, "offset_schedule", c->offset_schedule.v, GF_MAX_LAYERS);
 }
 
 static gf_params *lm_open(void *self, const gf_safetensors_file *f) {

@@ -48,7 +48,7 @@ GF_TEST(unit, model_causal_both_families) {
     for (int v = 0; v < 5; v++) {
         gf_model_cfg c;
         tiny_cfg(&c, v < 2 ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN, v % 2 ? GF_BLOCK_PRE_LN : GF_BLOCK_POST_LN);
-        if (v == 4) { c.n_schedule = 2; c.offset_schedule[0] = 1; c.offset_schedule[1] = 3; }
+        if (v == 4) { c.offset_schedule.n = 2; c.offset_schedule.v[0] = 1; c.offset_schedule.v[1] = 3; }
         gf_lm m;
         GF_REQUIRE_OK(gf_lm_init(&m, &c));
         gf_rng rng;

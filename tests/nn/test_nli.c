@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void cfg_from_meta(const gf_safetensors_file *f, gf_nli_cfg *c) {
+static void cfg_from_meta(const gf_safetensors_file *f, gf_model_cfg *c) {
     gf_family fam =
         !strcmp(gf_safetensors_meta(f, "family"), "transformer") ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN;
     gf_nli_cfg_default(c, fam);
@@ -41,7 +41,7 @@ static void cfg_from_meta(const gf_safetensors_file *f, gf_nli_cfg *c) {
 }
 
 static gf_params *nli_open(void *self, const gf_safetensors_file *f) {
-    gf_nli_cfg c;
+    gf_model_cfg c;
     cfg_from_meta(f, &c);
     gf_status st = gf_nli_init(self, &c);
     GF_CHECK_OK(st);
@@ -110,7 +110,7 @@ GF_TEST(unit, nli_param_counts) {
     /* reference: python3 tools/torch_ref_nli.py --counts */
     static const int64_t V[2] = {8192, 30522}, want_g[2] = {3456131, 9172611}, want_t[2] = {3427331, 9143811};
     for (int i = 0; i < 2; i++) {
-        gf_nli_cfg cg, ct;
+        gf_model_cfg cg, ct;
         gf_nli_cfg_default(&cg, GF_FAMILY_GRASSMANN);
         gf_nli_cfg_default(&ct, GF_FAMILY_TRANSFORMER);
         cg.vocab = ct.vocab = V[i];
@@ -131,7 +131,7 @@ GF_TEST(unit, nli_param_counts) {
 }
 
 GF_TEST(unit, nli_cfg_validate) {
-    gf_nli_cfg c;
+    gf_model_cfg c;
     gf_nli_cfg_default(&c, GF_FAMILY_GRASSMANN);
     GF_CHECK_OK(gf_nli_cfg_validate(&c));
     c.mix_heads = 5; /* 2016 % 5 != 0 */
@@ -183,7 +183,7 @@ static void sy_make(sy_data *d, uint64_t seed) {
 static void overfit(gf_family fam) {
     static sy_data d;
     sy_make(&d, 7);
-    gf_nli_cfg c;
+    gf_model_cfg c;
     gf_nli_cfg_default(&c, fam);
     c.vocab = SY_V;
     c.d_model = 32;
@@ -236,7 +236,7 @@ GF_TEST(unit, nli_padding_invariance) {
     static sy_data d;
     sy_make(&d, 3);
     for (int fam = 0; fam < 2; fam++) {
-        gf_nli_cfg c;
+        gf_model_cfg c;
         gf_nli_cfg_default(&c, fam ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN);
         c.vocab = SY_V;
         c.d_model = 16;

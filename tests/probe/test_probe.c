@@ -249,7 +249,7 @@ static void tiny_block_check(gf_family fam) {
     gf_model_cfg_default(&c);
     c.family = fam;
     c.vocab = 13; c.d_model = 8; c.d_ff = 16; c.n_layers = 1; c.max_len = 6; c.r = 3; c.heads = 2;
-    c.offsets[0] = 1; c.offsets[1] = 2; c.n_offsets = 2;
+    c.offsets.v[0] = 1; c.offsets.v[1] = 2; c.offsets.n = 2;
     c.dropout = 0; c.init_std = 0.5f;
     tiny_lm t;
     GF_REQUIRE_OK(gf_lm_init(&t.m, &c));

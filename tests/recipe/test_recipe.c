@@ -374,3 +374,31 @@ GF_TEST(unit, recipe_keys_doc_up_to_date) {
     free(have);
     free(gen);
 }
+
+/* The test configs are the [model] section a recipe of those sizes resolves to: every other key
+ * at the schema's default (src/recipe/model_cfg.c keeps no default of its own). */
+GF_TEST(unit, recipe_model_cfg_defaults_are_the_schemas) {
+    static const char *lm = "[run]\nname = t\n[data]\ndataset = wikitext2\n[optim]\nlr = 1e-3\n[train]\nepochs = 1\n"
+                            "batch_size = 4\n[model]\nfamily = grassmann\nn_layers = 6\nd_model = 256\nd_ff = 1024\n";
+    gf_recipe r, d;
+    gf_model_cfg c;
+    GF_REQUIRE_OK(gf_recipe_parse_text(lm, "lm", NULL, 0, &r));
+    gf_model_cfg_default(&c);
+    d = r;
+    d.model = c;
+    GF_CHECK(gf_recipe_equal(&r, &d) && c.vocab == r.tokenizer.vocab_size && c.vocab == 30522,
+             "gf_model_cfg_default is not the paper recipe's [model]");
+    for (int t = 0; t < 2; t++) {
+        char text[512];
+        snprintf(text, sizeof text, "[run]\nname = t\n[data]\ndataset = snli\n[optim]\nlr = 1e-3\n[train]\nepochs = 1\n"
+                 "batch_size = 4\n[model]\nfamily = %s\nn_layers = 2\nd_model = 256\nd_ff = 512\nr = 64\n",
+                 t ? "transformer" : "grassmann");
+        GF_REQUIRE_OK(gf_recipe_parse_text(text, "nli", NULL, 0, &r));
+        gf_nli_cfg_default(&c, t ? GF_FAMILY_TRANSFORMER : GF_FAMILY_GRASSMANN);
+        d = r;
+        d.model = c;
+        GF_CHECK(gf_recipe_equal(&r, &d) && c.vocab == r.tokenizer.vocab_size && c.max_len == 48 &&
+                 c.classifier_hidden == 256 && c.block == GF_BLOCK_PRE_LN,
+                 "gf_nli_cfg_default (%s) is not the SNLI recipe's [model]", t ? "transformer" : "grassmann");
+    }
+}

@@ -139,7 +139,7 @@ static void compare_runs(const char *family, gf_precision prec) {
     gf_ckpt_meta_free(&m);
     c.family = strcmp(family, "transformer") ? GF_FAMILY_GRASSMANN : GF_FAMILY_TRANSFORMER;
     c.vocab = vocab; c.d_model = 32; c.d_ff = 64; c.n_layers = 2; c.max_len = 16; c.r = 6; c.heads = 4;
-    c.n_offsets = 3; c.offsets[0] = 1; c.offsets[1] = 2; c.offsets[2] = 4;
+    c.offsets.n = 3; c.offsets.v[0] = 1; c.offsets.v[1] = 2; c.offsets.v[2] = 4;
     GF_REQUIRE_OK(gf_lm_init(&la, &c));
     GF_REQUIRE_OK(gf_lm_init(&lb, &c));
     GF_REQUIRE_OK(gf_ckpt_load(pa, &la.params, NULL));
