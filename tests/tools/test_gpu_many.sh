@@ -8,32 +8,9 @@ root=$1 gflow=$(realpath "$2")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
-cat >"$tmp/tiny.ini" <<INI
-[run]
-name = tiny
-out_dir = $tmp/runs
-threads = 1
-[data]
-dataset = wikitext2
-dir = $tmp/none
-seq_len = 16
-[tokenizer]
-vocab_size = 64
-[model]
-family = grassmann
-n_layers = 1
-d_model = 16
-d_ff = 32
-r = 4
-offsets = 1,2
-[optim]
-lr = 1e-2
-[schedule]
-kind = constant
-[train]
-epochs = 1
-batch_size = 4
-INI
+# shellcheck source=tests/tools/tiny_lm.sh
+source "$root/tests/tools/tiny_lm.sh"
+tiny_lm "$tmp"
 export GFLOW=$gflow
 m=(--recipe "$tmp/tiny.ini" --device cpu --no-mps --steps 3 --warmup 1)
 "$root/tools/gpu_many.sh" "$tmp/o1" "${m[@]}" --ns "1 2" --budget 120 >"$tmp/log1" 2>&1; rc=$?

@@ -9,43 +9,9 @@ root=$1 gflow=$(realpath "$2")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
-mkdir -p "$tmp/data"
-words=(the cat dog sat ran on a mat and then big small red blue)
-for s in train valid test; do
-    n=400; [ $s = train ] || n=40
-    for ((i = 0; i < n; i++)); do echo " ${words[RANDOM % 14]} ${words[RANDOM % 14]} ${words[RANDOM % 14]} . "; done >"$tmp/data/$s.txt"
-done
-cat >"$tmp/tiny.ini" <<INI
-[run]
-name = tiny
-out_dir = $tmp/runs
-threads = 1
-[data]
-dataset = wikitext2
-dir = $tmp/data
-train_file = train.txt
-valid_file = valid.txt
-test_file = test.txt
-seq_len = 16
-[tokenizer]
-kind = word
-train_file = train.txt
-cache_dir = $tmp/cache
-[model]
-family = grassmann
-n_layers = 1
-d_model = 16
-d_ff = 32
-r = 4
-offsets = 1,2
-[optim]
-lr = 1e-2
-[schedule]
-kind = constant
-[train]
-epochs = 2
-batch_size = 4
-INI
+# shellcheck source=tests/tools/tiny_lm.sh
+source "$root/tests/tools/tiny_lm.sh"
+tiny_lm "$tmp"
 export GFLOW=$gflow
 cpu=(--set run.device=cpu)
 "$root/tools/gpu_paper.sh" "$tmp/out" "$tmp/tiny.ini" "${cpu[@]}" --set run.name=t1 >"$tmp/log1" 2>&1; rc=$?
