@@ -132,7 +132,9 @@ static inline float gf_expf(float x) {
     p = __builtin_fmaf(p, r, 1.6666665459e-1f);
     p = __builtin_fmaf(p, r, 5.0000001201e-1f);
     float y = __builtin_fmaf(p, r * r, r) + 1.0f;
-    sc.i = (kf.i - 0x4B400000 + 127) << 23; /* 2^n, n in [-126, 127]: a normal power of two */
+    /* 2^n, n in [-126, 127]: a normal power of two; unsigned, so that a NaN x (its bits in kf,
+     * the result NaN all the same) shifts no bit into an int's sign: UB, which UBSan reports */
+    sc.i = (int32_t)(((uint32_t)kf.i - 0x4B400000u + 127u) << 23);
     y *= sc.f;
     return x < -87.3f ? 0.0f : y; /* NaN stays NaN through the polynomial */
 }
