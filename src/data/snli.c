@@ -28,6 +28,7 @@ typedef struct snli_ctx {
     char *val[N_COLS];    /* copies of this row's needed fields */
     size_t val_len[N_COLS];
     char **hdr;           /* header names while reading the header row */
+    int64_t n_hdr;        /* of them allocated (what is freed, whatever the row's end reset) */
     gf_ids ids;           /* scratch for encoding */
     int prev_cr;          /* last row ended by '\r' (CRLF handling) */
     gf_status err;        /* first error; later rows are ignored */
@@ -50,6 +51,7 @@ static void on_field(void *s, size_t len, void *vctx) {
         c->hdr = h;
         h[k] = strndup(s, len);
         if (!h[k]) c->err = gf_error_set(GF_E_NOMEM, "%s: out of memory", c->path);
+        else c->n_hdr = k + 1;
         return;
     }
     for (int j = 0; j < N_COLS; j++) {
@@ -228,11 +230,8 @@ gf_status gf_snli_load(gf_snli_data *out, const char *path, const gf_tokenizer *
     csv_free(&p);
     fclose(f);
     for (int j = 0; j < N_COLS; j++) free(c.val[j]);
-    if (c.hdr) {
-        int64_t nh = c.n_header ? c.n_header : c.field;
-        for (int64_t k = 0; k < nh; k++) free(c.hdr[k]);
-        free(c.hdr);
-    }
+    for (int64_t k = 0; k < c.n_hdr; k++) free(c.hdr[k]);
+    free(c.hdr);
     gf_ids_free(&c.ids);
     if (s != GF_OK) gf_snli_free(out);
     return s;
