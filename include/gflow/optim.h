@@ -75,6 +75,17 @@ typedef struct gf_step_rec {
                        * not; else -1 */
 } gf_step_rec;
 
+/* A backend's optimizer loops over a parameter block on its device (gflow/backend.h, the
+ * table's `optim`; src/optim/<dev>/backend_<dev>.c): gf_adamw_reset's m = v = 0, one AdamW step
+ * from the scalars gf_adamw_step computes on the host, and gf_clip_grad's grad *= c. The host's
+ * loops are adamw.c's own. */
+struct gf_adamw_scalars;
+typedef struct gf_backend_optim {
+    void (*adamw_reset)(gf_params *p);
+    void (*adamw_step)(gf_params *p, const struct gf_adamw_scalars *s);
+    void (*grad_scale)(gf_params *p, float c);
+} gf_backend_optim;
+
 typedef struct gf_step_queue gf_step_queue;
 
 /* the queue's device memory (a build with CUDA; the block is on the GPU) */

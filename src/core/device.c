@@ -1,14 +1,12 @@
-/* device.c — device names and, in a build without the CUDA backend, its stand-ins: the probe
- * says "built without CUDA" and the device-memory functions abort (they cannot be reached: no
- * tensor can be on the GPU). With GF_HAVE_CUDA the CUDA functions are src/core/cuda/. */
+/* device.c — device names, the registry of the backends this build has (gflow/backend.h) and,
+ * in a build without the CUDA backend, its stand-ins: the probe says "built without CUDA" and the
+ * device-memory functions abort (they cannot be reached: no tensor can be on the GPU). With
+ * GF_HAVE_CUDA the CUDA functions are src/core/cuda/. */
 #include "gflow/device.h"
+#include "gflow/backend.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef GF_HAVE_CUDA
-#include "gflow/cuda.h"
-#endif
 
 const char *gf_device_name(gf_device d) {
     switch (d) {
@@ -18,18 +16,29 @@ const char *gf_device_name(gf_device d) {
     return "?";
 }
 
+const gf_backend *gf_backend_find(gf_device d) {
+    /* the backends this build has, by device (one line per backend) */
+    static const gf_backend *const registered[] = {
+        [GF_DEV_CPU] = &gf_backend_cpu,
+#ifdef GF_HAVE_CUDA
+        [GF_DEV_CUDA] = &gf_backend_cuda,
+#endif
+    };
+    const int n = (int)(sizeof registered / sizeof *registered);
+    return (int)d >= 0 && (int)d < n ? registered[d] : NULL;
+}
+
+const gf_backend *gf_backend_of(gf_device d) {
+    const gf_backend *b = gf_backend_find(d);
+    GF_ASSERT(b, "a tensor on %s in a build without %s (docs/architecture.md, A backend)", gf_device_name(d),
+              gf_device_name(d));
+    return b;
+}
+
 gf_status gf_tensor_to_host(const gf_tensor *t, float *dst, int64_t n) {
     GF_ASSERT(n >= 0 && n <= gf_tensor_numel(t), "gf_tensor_to_host: %lld floats of a tensor of %lld", (long long)n,
               (long long)gf_tensor_numel(t));
-    if (t->device == GF_DEV_CPU) {
-        memcpy(dst, t->data, (size_t)n * sizeof(float));
-        return GF_OK;
-    }
-#ifdef GF_HAVE_CUDA
-    return gf_cuda_download(dst, t->data, (size_t)n * sizeof(float));
-#else
-    gf_abort(__FILE__, __LINE__, "gf_tensor_to_host: a GPU tensor in a build without CUDA");
-#endif
+    return gf_backend_of(t->device)->download(dst, t->data, (size_t)n * sizeof(float));
 }
 
 #ifdef GF_HAVE_CUDA

@@ -1,5 +1,6 @@
 /* params.c — the contiguous parameter block on the host or on the GPU; see gflow/params.h. */
 #include "gflow/params.h"
+#include "gflow/backend.h"
 #include "gflow/device.h"
 #include "gflow/threads.h"
 #include <stdlib.h>
@@ -126,7 +127,7 @@ static gf_status chunk_table(gf_params *p) {
     return GF_OK;
 }
 
-static gf_status to_cuda(gf_params *p) {
+gf_status gf_params_from_host_cuda(gf_params *p) {
     const int64_t stride = dev_stride(p->n);
     const size_t bytes = (size_t)p->n * sizeof(float);
     void *base = NULL;
@@ -147,7 +148,7 @@ static gf_status to_cuda(gf_params *p) {
     return GF_OK;
 }
 
-static gf_status to_host(gf_params *p) {
+gf_status gf_params_to_host_cuda(gf_params *p) {
     float *blk[GF_PP_COUNT] = {0};
     GF_TRY(host_arrays(p->n, blk));
     gf_status st = GF_OK;
@@ -168,42 +169,22 @@ static gf_status to_host(gf_params *p) {
 gf_status gf_params_to_device(gf_params *p, gf_device d) {
     GF_ASSERT(p->allocated, "gf_params_to_device: parameters not allocated");
     if (p->device == d) return GF_OK;
-#ifdef GF_HAVE_CUDA
-    return d == GF_DEV_CUDA ? to_cuda(p) : to_host(p);
-#else
-    return gf_error_set(GF_E_INVALID, "the parameter block cannot move to %s: gflow was built without CUDA "
-                        "(docs/cuda.md)", gf_device_name(d));
-#endif
+    const gf_backend *to = gf_backend_find(d), *from = gf_backend_of(p->device);
+    if (!to)
+        return gf_error_set(GF_E_INVALID, "the parameter block cannot move to %s: gflow was built without it "
+                            "(docs/cuda.md)", gf_device_name(d));
+    if (from->params_to_host) GF_TRY(from->params_to_host(p)); /* through the host */
+    return to->params_from_host ? to->params_from_host(p) : GF_OK;
 }
 
 gf_status gf_params_get(const gf_params *p, gf_params_part part, float *dst) {
     const float *src = gf_params_part_ptr(p, part);
-    const size_t bytes = (size_t)p->n * sizeof(float);
-    if (p->device == GF_DEV_CPU) {
-        memcpy(dst, src, bytes);
-        return GF_OK;
-    }
-#ifdef GF_HAVE_CUDA
-    return gf_cuda_download(dst, src, bytes);
-#else
-    GF_ASSERT(0, "a device parameter block in a build without CUDA");
-    return GF_E_INVALID;
-#endif
+    return gf_backend_of(p->device)->download(dst, src, (size_t)p->n * sizeof(float));
 }
 
 gf_status gf_params_set(gf_params *p, gf_params_part part, const float *src) {
     float *dst = gf_params_part_ptr(p, part);
-    const size_t bytes = (size_t)p->n * sizeof(float);
-    if (p->device == GF_DEV_CPU) {
-        memcpy(dst, src, bytes);
-        return GF_OK;
-    }
-#ifdef GF_HAVE_CUDA
-    return gf_cuda_upload(dst, src, bytes);
-#else
-    GF_ASSERT(0, "a device parameter block in a build without CUDA");
-    return GF_E_INVALID;
-#endif
+    return gf_backend_of(p->device)->upload(dst, src, (size_t)p->n * sizeof(float));
 }
 
 gf_param *gf_params_find(const gf_params *p, const char *name) {
@@ -220,15 +201,7 @@ const char *gf_params_name_at(const gf_params *p, int64_t i) {
     return NULL;
 }
 
-void gf_params_zero_grad(gf_params *p) {
-    if (p->device == GF_DEV_CPU) {
-        memset(p->grad, 0, (size_t)p->n * sizeof(float));
-        return;
-    }
-#ifdef GF_HAVE_CUDA
-    GF_CUDA_NOTE(cudaMemsetAsync(p->grad, 0, (size_t)p->n * sizeof(float), gf_cuda_stream()));
-#endif
-}
+void gf_params_zero_grad(gf_params *p) { gf_backend_of(p->device)->zero(p->grad, p->n); }
 
 void gf_params_init_weights(gf_params *P, double std, gf_rng *rng) {
     GF_ASSERT(P->device == GF_DEV_CPU, "gf_params_init_weights: the block is on %s; draw the weights on the host, "
@@ -256,17 +229,8 @@ void gf_params_init_weights(gf_params *P, double std, gf_rng *rng) {
 }
 
 gf_status gf_params_grad_sumsq(const gf_params *p, double *out) {
-    if (p->device == GF_DEV_CPU) {
-        *out = gf_sumsq_f32(p->grad, p->n);
-        return GF_OK;
-    }
     *out = NAN;
-#ifdef GF_HAVE_CUDA
-    return gf_cuda_sumsq(p->grad, p->n, out);
-#else
-    GF_ASSERT(0, "a device parameter block in a build without CUDA");
-    return GF_E_INVALID;
-#endif
+    return gf_backend_of(p->device)->sumsq(p->grad, p->n, out);
 }
 
 double gf_params_grad_norm(const gf_params *p) {
@@ -277,17 +241,7 @@ double gf_params_grad_norm(const gf_params *p) {
 void gf_params_free(gf_params *p) {
     for (int64_t i = 0; i < p->n_items; i++) free(p->items[i]);
     free(p->items);
-    if (p->device == GF_DEV_CPU) {
-        free(p->data);
-        free(p->grad);
-        free(p->m);
-        free(p->v);
-    } else {
-#ifdef GF_HAVE_CUDA
-        gf_cuda_free(p->data); /* the base of the one allocation (to_cuda) */
-        gf_cuda_free(p->chunks);
-#endif
-    }
+    gf_backend_of(p->device)->params_free(p);
     memset(p, 0, sizeof *p);
 }
 

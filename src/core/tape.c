@@ -1,5 +1,6 @@
 /* tape.c — node records in the step arena, walked in reverse; see gflow/tape.h. */
 #include "gflow/tape.h"
+#include "gflow/backend.h"
 #include "gflow/device.h"
 #include "gflow/threads.h"
 #include <string.h>
@@ -87,8 +88,7 @@ gf_tensor *gf_param_rows_view(gf_ctx *ctx, gf_tensor *param, int64_t rows) {
 
 float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t) {
     if (t->grad) return t->grad;
-    if (t->device == GF_DEV_CPU) t->grad = gf_arena_calloc(&ctx->arena, (size_t)gf_tensor_numel(t) * sizeof(float));
-    else t->grad = gf_cuda_zeros(ctx, gf_tensor_numel(t));
+    t->grad = gf_backend_of(t->device)->grad_zeros(ctx, gf_tensor_numel(t));
     return t->grad;
 }
 
@@ -127,8 +127,7 @@ static void run_backward(gf_ctx *ctx) {
             gf_tensor *x = n->in[i];
             if (!gf_needs_grad(x) || x->grad) continue;
             if (def->stores_fresh) {
-                if (x->device == GF_DEV_CPU) x->grad = gf_arena_floats(&ctx->arena, gf_tensor_numel(x));
-                else x->grad = gf_cuda_floats(ctx, gf_tensor_numel(x));
+                x->grad = gf_backend_of(x->device)->grad_floats(ctx, gf_tensor_numel(x));
                 x->flags |= GF_T_GRAD_FRESH;
             } else {
                 gf_tensor_grad(ctx, x);
@@ -149,22 +148,13 @@ static void run_backward(gf_ctx *ctx) {
 void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss) {
     GF_ASSERT(gf_tensor_numel(loss) == 1, "gf_tape_backward: loss has %lld elements",
               (long long)gf_tensor_numel(loss));
-    if (loss->device == GF_DEV_CPU) {
-        gf_tensor_grad(ctx, loss)[0] += 1.0f;
-    } else {
-        const float one = 1.0f;
-        gf_cuda_acc_const(ctx, gf_tensor_grad(ctx, loss), &one, 1);
-    }
+    const float one = 1.0f;
+    gf_backend_of(loss->device)->grad_acc_const(ctx, gf_tensor_grad(ctx, loss), &one, 1);
     run_backward(ctx);
 }
 
 void gf_tape_backward_from(gf_ctx *ctx, gf_tensor *out, const float *dout) {
     float *g = gf_tensor_grad(ctx, out);
-    int64_t n = gf_tensor_numel(out);
-    if (out->device == GF_DEV_CPU) {
-        for (int64_t i = 0; i < n; i++) g[i] += dout[i];
-    } else {
-        gf_cuda_acc_host(ctx, g, dout, n);
-    }
+    gf_backend_of(out->device)->grad_acc_host(ctx, g, dout, gf_tensor_numel(out));
     run_backward(ctx);
 }

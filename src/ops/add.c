@@ -30,7 +30,8 @@ gf_tensor *gf_add(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(gf_broadcastable(a, b), "add: shapes do not broadcast");
     gf_tensor *in[2] = {a, b};
-    if (gf_op_device("add", 2, in) != GF_DEV_CPU) return gf_add_cuda(ctx, a, b);
+    const gf_backend_ops *dev = gf_op_backend("add", 2, in);
+    if (dev) return dev->add(ctx, a, b);
     int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
     gf_tensor *y = gf_tensor_like(ctx, a);
 #pragma omp parallel for schedule(static)

@@ -195,7 +195,8 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     const att_dims a = att_dims_of(qkv, n_heads, causal ? 1 : 0);
     GF_ASSERT(a.L > 0 && a.Dh > 0, "attention: empty qkv %s", gf_tensor_shape_str(qkv, sb, sizeof sb));
     gf_tensor *in[1] = {qkv};
-    if (gf_op_device("attention", 1, in) != GF_DEV_CPU) return gf_attention_cuda(ctx, qkv, n_heads, causal, key_mask);
+    const gf_backend_ops *dev = gf_op_backend("attention", 1, in);
+    if (dev) return dev->attention(ctx, qkv, n_heads, causal, key_mask);
     gf_tensor *y = gf_tensor_new3(ctx, a.B, a.L, a.D);         // (B, L, D)
     float *lse = gf_arena_floats(&ctx->arena, a.B * a.H * a.L); // (B, H, L)
     float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * a.L * omp_get_max_threads());

@@ -19,7 +19,8 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     GF_ASSERT(a->ndim == b->ndim, "concat: rank mismatch");
     for (int32_t i = 0; i < a->ndim - 1; i++) GF_ASSERT(a->shape[i] == b->shape[i], "concat: dim %d differs", i);
     gf_tensor *in[2] = {a, b};
-    if (gf_op_device("concat", 2, in) != GF_DEV_CPU) return gf_concat_cuda(ctx, a, b);
+    const gf_backend_ops *dev = gf_op_backend("concat", 2, in);
+    if (dev) return dev->concat(ctx, a, b);
     int64_t R = gf_tensor_rows(a), Da = gf_tensor_cols(a), Db = gf_tensor_cols(b), Dy = Da + Db;
     gf_tensor *y = gf_tensor_like_cols(ctx, a, Dy);
 #pragma omp parallel for schedule(static)

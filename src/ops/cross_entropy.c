@@ -33,8 +33,8 @@ static void cross_entropy_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_cross_entropy(gf_ctx *ctx, gf_tensor *logits, const int32_t *targets,
                             int32_t ignore_index, double *nll_sum, int64_t *n_counted) {
     double t0 = gf_prof_begin(ctx);
-    if (gf_op_device("cross_entropy", 1, &logits) != GF_DEV_CPU)
-        return gf_cross_entropy_cuda(ctx, logits, targets, ignore_index, nll_sum, n_counted);
+    const gf_backend_ops *dev = gf_op_backend("cross_entropy", 1, &logits);
+    if (dev) return dev->cross_entropy(ctx, logits, targets, ignore_index, nll_sum, n_counted);
     int64_t N = gf_tensor_rows(logits), V = gf_tensor_cols(logits); /* (..., V): rows are predictions */
     float *lse = gf_arena_floats(&ctx->arena, N);      // (N)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double)); // (N)

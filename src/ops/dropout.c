@@ -38,7 +38,8 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     GF_ASSERT(R % nb == 0, "dropout: %lld leading rows are not copies of the batch's %lld rows", (long long)R,
               (long long)nb);
     gf_tensor *in[1] = {x};
-    if (gf_op_device("dropout", 1, in) != GF_DEV_CPU) return gf_dropout_cuda(ctx, x, p);
+    const gf_backend_ops *dev = gf_op_backend("dropout", 1, in);
+    if (dev) return dev->dropout(ctx, x, p);
     uint64_t key = gf_rng_u64(ctx->rng);
     ctx->keys_drawn++;
     float scale = 1.0f / (1.0f - p);

@@ -36,9 +36,10 @@ static void check_ids(const gf_tensor *table, const int32_t *ids, int64_t cnt) {
 void gf_embedding_feed(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt) {
     GF_ASSERT(table->ndim == 2 && cnt >= 0 && cnt <= INT32_MAX, "embedding feed: bad shapes");
     gf_tensor *in[1] = {table};
-    if (gf_op_device("embedding", 1, in) == GF_DEV_CPU) return;
+    const gf_backend_ops *dev = gf_op_backend("embedding", 1, in);
+    if (!dev) return;
     check_ids(table, ids, cnt);
-    gf_embedding_feed_cuda(ctx, table, ids, cnt);
+    dev->embedding_feed(ctx, table, ids, cnt);
 }
 
 gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32_t ids_ndim,
@@ -50,7 +51,8 @@ gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32
     s[ids_ndim] = D;
     check_ids(table, ids, cnt);
     gf_tensor *in[1] = {table};
-    if (gf_op_device("embedding", 1, in) != GF_DEV_CPU) return gf_embedding_cuda(ctx, table, ids, ids_ndim, ids_shape);
+    const gf_backend_ops *dev = gf_op_backend("embedding", 1, in);
+    if (dev) return dev->embedding(ctx, table, ids, ids_ndim, ids_shape);
     gf_tensor *y = gf_tensor_new(ctx, ids_ndim + 1, s); // (ids..., D)
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < cnt; i++)

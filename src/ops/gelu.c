@@ -47,7 +47,8 @@ static void gelu_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     gf_tensor *in[1] = {x};
-    if (gf_op_device("gelu", 1, in) != GF_DEV_CPU) return gf_gelu_cuda(ctx, x);
+    const gf_backend_ops *dev = gf_op_backend("gelu", 1, in);
+    if (dev) return dev->gelu(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
     const float *xd = x->data;

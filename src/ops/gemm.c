@@ -209,7 +209,8 @@ static void mm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, const void *
 #endif
 
 const char *gf_gemm_bf16_path_on(gf_device device) {
-    return device == GF_DEV_CUDA ? "cuBLAS GemmEx, bf16 tensor cores" : gf_gemm_bf16_path();
+    const gf_backend *b = gf_backend_find(device);
+    return b ? b->ops->gemm_bf16_path() : "none: gflow was built without this device";
 }
 
 const char *gf_gemm_bf16_path(void) {

@@ -83,8 +83,8 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     int64_t N = gf_tensor_rows(h), D = gf_tensor_cols(h), V = E->shape[0];
     GF_ASSERT(E->ndim == 2 && E->shape[1] == D, "head_ce: E must be (V, %lld)", (long long)D);
     gf_tensor *hE[2] = {h, E};
-    if (gf_op_device("head_ce", 2, hE) != GF_DEV_CPU)
-        return gf_head_ce_cuda(ctx, h, E, targets, ignore_index, nll_sum, n_counted);
+    const gf_backend_ops *dev = gf_op_backend("head_ce", 2, hE);
+    if (dev) return dev->head_ce(ctx, h, E, targets, ignore_index, nll_sum, n_counted);
     int grad = ctx->grad_enabled && (gf_needs_grad(h) || gf_needs_grad(E));
     int64_t cnt = 0;
     for (int64_t i = 0; i < N; i++) {

@@ -72,7 +72,8 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
     GF_ASSERT(gamma->ndim == 1 && gamma->shape[0] == D && beta->ndim == 1 && beta->shape[0] == D,
               "layernorm %s: gain/shift must be [%lld]", gamma->name ? gamma->name : "?", (long long)D);
     gf_tensor *in[3] = {x, gamma, beta};
-    if (gf_op_device("layernorm", 3, in) != GF_DEV_CPU) return gf_layernorm_cuda(ctx, x, gamma, beta, eps);
+    const gf_backend_ops *dev = gf_op_backend("layernorm", 3, in);
+    if (dev) return dev->layernorm(ctx, x, gamma, beta, eps);
     gf_tensor *y = gf_tensor_like(ctx, x);
     float *stats = gf_arena_floats(&ctx->arena, 2 * N); // (N, 2)
     const float *gm = gamma->data, *bt = beta->data;

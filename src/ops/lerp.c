@@ -24,7 +24,8 @@ gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, fl
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(gf_tensor_same_shape(a, b) && (!alpha || gf_tensor_same_shape(a, alpha)), "lerp: shape mismatch");
     gf_tensor *in[3] = {alpha, a, b};
-    if (gf_op_device("lerp", 3, in) != GF_DEV_CPU) return gf_lerp_cuda(ctx, alpha, a, b, alpha_const);
+    const gf_backend_ops *dev = gf_op_backend("lerp", 3, in);
+    if (dev) return dev->lerp(ctx, alpha, a, b, alpha_const);
     int64_t N = gf_tensor_numel(a);
     gf_tensor *y = gf_tensor_like(ctx, a);
 #pragma omp parallel for schedule(static)

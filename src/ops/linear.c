@@ -32,7 +32,8 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
               w->name ? w->name : "?", (long long)w->shape[0], (long long)w->shape[1]);
     GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "linear: bias shape mismatch");
     gf_tensor *in[3] = {x, w, b};
-    if (gf_op_device("linear", 3, in) != GF_DEV_CPU) return gf_linear_cuda(ctx, x, w, b);
+    const gf_backend_ops *dev = gf_op_backend("linear", 3, in);
+    if (dev) return dev->linear(ctx, x, w, b);
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
     gf_tensor *y = gf_tensor_like_cols(ctx, x, OUT); // (N, OUT)
     float beta = 0.0f;

@@ -39,7 +39,8 @@ gf_tensor *gf_masked_mean(gf_ctx *ctx, gf_tensor *x, const float *mask) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(x->ndim == 3, "masked_mean: x must be (B, L, D)");
     gf_tensor *in[1] = {x};
-    if (gf_op_device("masked_mean", 1, in) != GF_DEV_CPU) return gf_masked_mean_cuda(ctx, x, mask);
+    const gf_backend_ops *dev = gf_op_backend("masked_mean", 1, in);
+    if (dev) return dev->masked_mean(ctx, x, mask);
     int64_t B = x->shape[0], L = x->shape[1], D = x->shape[2];
     float *wt = gf_masked_mean_weights(ctx, mask, B, L); // (B, L)
     gf_tensor *y = gf_tensor_new2(ctx, B, D); // (B, D)

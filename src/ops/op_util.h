@@ -9,11 +9,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda/cuda_ops.h"
+#ifndef __cplusplus
+#include "backend_ops.h"
+#endif
 
 /* The device an op runs on: that of its inputs (NULL ones skipped), which must all agree, so a
- * CPU tensor never reaches a CUDA kernel nor the reverse. The CPU entry of an op checks shapes,
- * then `if (gf_op_device(...) != GF_DEV_CPU) return gf_<op>_cuda(...);` and runs its CPU code. */
+ * CPU tensor never reaches a CUDA kernel nor the reverse. */
 static inline gf_device gf_op_device(const char *op, int n, gf_tensor *const *in) {
     gf_device d = GF_DEV_CPU;
     int seen = 0;
@@ -28,6 +29,18 @@ static inline gf_device gf_op_device(const char *op, int n, gf_tensor *const *in
 #endif
     return d;
 }
+
+#ifndef __cplusplus
+/* The ops of the backend an op's inputs are on (gf_op_device), NULL when they are on the host.
+ * The entry of an op checks shapes, then
+ *     const gf_backend_ops *dev = gf_op_backend("<op>", n, in);
+ *     if (dev) return dev->op(...);
+ * and runs its host code (src/ops/backend_ops.h). */
+static inline const gf_backend_ops *gf_op_backend(const char *op, int n, gf_tensor *const *in) {
+    const gf_device d = gf_op_device(op, n, in);
+    return d == GF_DEV_CPU ? NULL : gf_backend_of(d)->ops;
+}
+#endif
 
 /* Forward-time profiling for `gflow bench` (no cost when ctx->profile is 0). */
 static inline double gf_prof_begin(const gf_ctx *ctx) { return ctx->profile ? gf_time_now() : 0.0; }

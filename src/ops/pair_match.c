@@ -31,7 +31,8 @@ gf_tensor *gf_pair_match(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     GF_ASSERT(x->ndim == 2 && x->shape[0] % 2 == 0, "pair_match: x must be (2B, D)");
     gf_tensor *in[1] = {x};
-    if (gf_op_device("pair_match", 1, in) != GF_DEV_CPU) return gf_pair_match_cuda(ctx, x);
+    const gf_backend_ops *dev = gf_op_backend("pair_match", 1, in);
+    if (dev) return dev->pair_match(ctx, x);
     int64_t B = x->shape[0] / 2, D = x->shape[1];
     gf_tensor *y = gf_tensor_new2(ctx, B, 4 * D); // (B, 4D)
 #pragma omp parallel for schedule(static)

@@ -254,8 +254,8 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     int64_t NW = n_offsets;
     for (int32_t q = 0; q < n_offsets; q++) GF_ASSERT(offsets[q] >= 1, "plucker_mix: offset %lld < 1", (long long)offsets[q]);
     gf_tensor *in[3] = {z, w, b};
-    if (gf_op_device("plucker_mix", 3, in) != GF_DEV_CPU)
-        return gf_plucker_mix_cuda(ctx, z, w, b, offsets, n_offsets, eps, normalize);
+    const gf_backend_ops *dev = gf_op_backend("plucker_mix", 3, in);
+    if (dev) return dev->plucker_mix(ctx, z, w, b, offsets, n_offsets, eps, normalize);
 
     pm_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
     sv->pbar = gf_arena_floats(&ctx->arena, BL * P);

@@ -159,8 +159,8 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     GF_ASSERT(b && b->ndim == 1 && b->shape[0] == D, "plucker_window: bias must be (D)");
     GF_ASSERT(window >= 1 && stride >= 1, "plucker_window: window and stride must be >= 1");
     gf_tensor *in[3] = {z, w, b};
-    if (gf_op_device("plucker_window", 3, in) != GF_DEV_CPU)
-        return gf_plucker_window_cuda(ctx, z, mask, w, b, window, stride, heads, eps, normalize);
+    const gf_backend_ops *dev = gf_op_backend("plucker_window", 3, in);
+    if (dev) return dev->plucker_window(ctx, z, mask, w, b, window, stride, heads, eps, normalize);
 
     pw_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
     sv->pbar = gf_arena_floats(&ctx->arena, BL * P);

@@ -15,7 +15,8 @@ static void sigmoid_backward(gf_ctx *ctx, gf_node *n) {
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
     double t0 = gf_prof_begin(ctx);
     gf_tensor *in[1] = {x};
-    if (gf_op_device("sigmoid", 1, in) != GF_DEV_CPU) return gf_sigmoid_cuda(ctx, x);
+    const gf_backend_ops *dev = gf_op_backend("sigmoid", 1, in);
+    if (dev) return dev->sigmoid(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
 #pragma omp parallel for schedule(static)

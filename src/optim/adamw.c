@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gflow/backend.h"
 #include "gflow/optim.h"
 #include "cuda/optim_cuda.h"
 
@@ -23,7 +24,7 @@ void gf_adamw_cfg_default(gf_adamw_cfg *cfg) {
 void gf_adamw_reset(gf_params *p, gf_adamw_state *st) {
     GF_ASSERT(p->allocated, "gf_adamw_reset: parameters not allocated");
     if (p->device != GF_DEV_CPU) {
-        gf_adamw_reset_cuda(p);
+        gf_backend_of(p->device)->optim->adamw_reset(p);
     } else {
         memset(p->m, 0, (size_t)p->n * sizeof(float));
         memset(p->v, 0, (size_t)p->n * sizeof(float));
@@ -56,7 +57,7 @@ void gf_adamw_step(gf_params *p, gf_adamw_state *st, const gf_adamw_cfg *cfg, do
     st->step++;
     const gf_adamw_scalars sc = step_scalars(st->step, cfg, lr);
     if (p->device != GF_DEV_CPU) {
-        gf_adamw_step_cuda(p, &sc);
+        gf_backend_of(p->device)->optim->adamw_step(p, &sc);
         return;
     }
     const float step_size = sc.step_size, bc2_sqrt = sc.bc2_sqrt, b1 = sc.b1, b2 = sc.b2;
@@ -98,7 +99,7 @@ gf_status gf_clip_grad(gf_params *p, double max_norm, double *norm_out) {
     if (coef < 1.0) {
         const float c = (float)coef;
         if (p->device != GF_DEV_CPU) {
-            gf_grad_scale_cuda(p, c);
+            gf_backend_of(p->device)->optim->grad_scale(p, c);
             return GF_OK;
         }
         float *g = p->grad; // (n)

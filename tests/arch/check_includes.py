@@ -7,6 +7,9 @@ Stages, each a folder src/<stage>/ (a header include/gflow/<x>.h belongs to the 
 A file may include headers of its own stage or of an earlier one, never of a later one. A
 private header (src/<stage>/*.h) is included only from its own folder. The umbrella header
 gflow.h is for cli/ and the tests only. Fails naming file:line for each include against this.
+The stage map itself is checked too: every file of include/gflow/ has its stage in HEADER_STAGE,
+every name there is a file, and the stage table of docs/architecture.md lists, per stage, exactly
+the headers HEADER_STAGE gives it.
 
     tests/arch/check_includes.py [SOURCE_ROOT]
 """
@@ -21,7 +24,7 @@ RANK = {s: i for i, s in enumerate(STAGES)}
 HEADER_STAGE = {
     "arena.h": "core", "dist.h": "core", "error.h": "core", "fs.h": "core", "params.h": "core",
     "rng.h": "core", "tape.h": "core", "tensor.h": "core", "threads.h": "core", "version.h": "core",
-    "device.h": "core", "cuda.h": "core",
+    "device.h": "core", "cuda.h": "core", "backend.h": "core",
     "ops.h": "ops", "ops.def": "ops",
     "blocks.h": "nn", "model.h": "nn", "nli.h": "nn", "decoder.h": "nn",
     "optim.h": "optim",
@@ -86,9 +89,37 @@ def check_include(src_rel, tgt_rel):
     return None
 
 
+def check_map(root):
+    """Messages where HEADER_STAGE, include/gflow/ and docs/architecture.md's stage table differ."""
+    errors = []
+    present = set(os.listdir(os.path.join(root, "include", "gflow")))
+    for name in sorted(present - set(HEADER_STAGE)):
+        errors.append(f"include/gflow/{name}: in no stage (give it one in HEADER_STAGE of tests/arch/check_includes.py)")
+    for name in sorted(set(HEADER_STAGE) - present):
+        errors.append(f"tests/arch/check_includes.py: HEADER_STAGE names include/gflow/{name}, which is not there")
+    doc = "docs/architecture.md"
+    with open(os.path.join(root, doc), encoding="utf-8") as f:
+        rows = {}
+        for lineno, line in enumerate(f, 1):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[0] in RANK and cells[1] == f"`src/{cells[0]}/`":
+                rows[cells[0]] = (lineno, set(" ".join(re.findall(r"`([^`]*)`", cells[2])).split()))
+    for stage in STAGES:
+        want = {h for h, s in HEADER_STAGE.items() if s == stage}
+        if stage not in rows:
+            errors.append(f"{doc}: the stage table has no row for {stage}")
+            continue
+        lineno, listed = rows[stage]
+        for h in sorted(want - listed):
+            errors.append(f"{doc}:{lineno}: the {stage} row does not list {h} (HEADER_STAGE gives it {stage})")
+        for h in sorted(listed - want):
+            errors.append(f"{doc}:{lineno}: the {stage} row lists {h}, which HEADER_STAGE does not give {stage}")
+    return errors
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
-    errors, n_files = [], 0
+    errors, n_files = check_map(root), 0
     for top in ("src", "include"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):

@@ -12,6 +12,7 @@
 #include "gflow/cuda.h"
 
 #include "../op_util.h"
+#include "cuda_ops.h"
 
 /* Let `kernel` use `bytes` of dynamic shared memory. Beyond the default 48 KiB a kernel must opt
  * in (cudaFuncSetAttribute), up to what the GPU allows (227 KiB on an H100); the attribute stays

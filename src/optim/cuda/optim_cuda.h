@@ -1,8 +1,9 @@
 /* optim_cuda.h — the CUDA twins of the optimizer's loops over a device parameter block
  * (internal to src/optim). src/optim/adamw.c computes the scalars on the host, exactly as for
- * the CPU loop, and hands a block whose device is GF_DEV_CUDA to these. A build without CUDA
- * compiles no .cu file: there the names expand to an abort that cannot be reached (no block can
- * be moved to the GPU there: gf_params_to_device refuses).
+ * the CPU loop, and hands a block whose device is GF_DEV_CUDA to the CUDA backend's table
+ * (backend_cuda.c beside it), which holds the update loops. A build without CUDA compiles neither
+ * the .cu files nor the table; the queue's names expand to an abort that cannot be reached (no
+ * block can be moved to the GPU there: gf_params_to_device refuses).
  */
 #ifndef GF_OPTIM_CUDA_H
 #define GF_OPTIM_CUDA_H
@@ -75,9 +76,6 @@ void gf_adamw_reset_cuda(gf_params *p);
 static inline void gf_no_cuda_optim(const char *what) {
     gf_abort(__FILE__, __LINE__, "%s: a device parameter block in a build without CUDA", what);
 }
-#define gf_adamw_step_cuda(...) gf_no_cuda_optim("gf_adamw_step")
-#define gf_grad_scale_cuda(...) gf_no_cuda_optim("gf_clip_grad_norm")
-#define gf_adamw_reset_cuda(...) gf_no_cuda_optim("gf_adamw_reset")
 #define gf_step_queue_alloc_cuda(...) gf_error_set(GF_E_INVALID, "gf_step_queue_open: a build without CUDA")
 #define gf_step_queue_free_cuda(...) gf_no_cuda_optim("gf_step_queue_close")
 /* its arguments evaluated, so the caller's values count as used */
