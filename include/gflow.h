@@ -7,6 +7,7 @@
 #include "gflow/rng.h"
 #include "gflow/tensor.h"
 #include "gflow/device.h"
+#include "gflow/backend.h"
 #include "gflow/arena.h"
 #include "gflow/params.h"
 #include "gflow/threads.h"

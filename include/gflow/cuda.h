@@ -28,7 +28,6 @@
 #include <cuda_runtime_api.h>
 
 #include "gflow/device.h"
-#include "gflow/params.h"
 #include "gflow/tape.h"
 
 #ifdef __cplusplus
@@ -132,10 +131,6 @@ const void *gf_cuda_const(const void *host, size_t bytes);
 /* Copies on the stream that return when they are done (they synchronise it). */
 gf_status gf_cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
 gf_status gf_cuda_download(void *dst_host, const void *src_dev, size_t bytes);
-/* The parameter block moved from the host onto the GPU, and back (params.c; the CUDA backend's
- * params_from_host and params_to_host, gflow/backend.h). */
-gf_status gf_params_from_host_cuda(gf_params *p);
-gf_status gf_params_to_host_cuda(gf_params *p);
 
 /* GFLOP/s of cublasSgemm on this GPU, for row-major Y (m, n) = X (m, k) · Wᵀ (the model's
  * linear layers and tied head), best of `reps` CUDA-event-timed batches after a warm-up;

@@ -57,7 +57,7 @@ gf_status gf_cuda_tf32(int on);
  * this is how the trainer reads the loss. */
 gf_status gf_tensor_to_host(const gf_tensor *t, float *dst, int64_t n);
 
-/* ---- device memory for the tape (src/core/tape.c) ---- */
+/* ---- device memory for the tape (src/core/tape.c, through the CUDA backend's table) ---- */
 
 /* n floats from ctx's device step arena: uninitialised, or zeroed (on the stream) */
 float *gf_cuda_floats(struct gf_ctx *ctx, int64_t n);

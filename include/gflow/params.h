@@ -86,8 +86,9 @@ gf_status gf_params_grad_sumsq(const gf_params *p, double *out);
 
 /* Move the block (all four arrays, contents kept) to device d: new arrays there, copies, the old
  * ones freed, every parameter tensor repointed with t.device = d. GF_OK at once when it is there
- * already; GF_E_INVALID "built without CUDA" for GF_DEV_CUDA in a build without it; on failure
- * the block stays where it was. */
+ * already; GF_E_INVALID "cannot move to cuda: gflow was built without it" for a device whose
+ * backend the build lacks (gflow/backend.h); on failure the block stays where it was (between
+ * two devices other than the host it goes through the host, and may stay there). */
 gf_status gf_params_to_device(gf_params *p, gf_device d);
 /* The whole array `part` (n floats) to or from host memory, whatever the block's device (a device
  * block: synchronous copies). */

@@ -1,16 +1,14 @@
-/* params.c — the contiguous parameter block on the host or on the GPU; see gflow/params.h. */
+/* params.c — the contiguous parameter block on the host or on a device (its backend moves, copies
+ * and frees it there: gflow/backend.h); see gflow/params.h. */
 #include "gflow/params.h"
 #include "gflow/backend.h"
+#include "params_internal.h"
 #include "gflow/device.h"
 #include "gflow/threads.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <math.h>
-
-#ifdef GF_HAVE_CUDA
-#include "gflow/cuda.h"
-#endif
 
 void gf_params_init(gf_params *p) { memset(p, 0, sizeof *p); }
 
@@ -44,8 +42,7 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
     return &it->t;
 }
 
-/* four zeroed host arrays of n floats, 64-byte aligned */
-static gf_status host_arrays(int64_t n, float *blk[GF_PP_COUNT]) {
+gf_status gf_params_host_arrays(int64_t n, float *blk[GF_PP_COUNT]) {
     size_t bytes = (size_t)n * sizeof(float);
     for (int i = 0; i < GF_PP_COUNT; i++) {
         void *q = NULL;
@@ -59,8 +56,7 @@ static gf_status host_arrays(int64_t n, float *blk[GF_PP_COUNT]) {
     return GF_OK;
 }
 
-/* the block's arrays are blk[], on device d: point every parameter tensor into them */
-static void point_into(gf_params *p, float *const blk[GF_PP_COUNT], gf_device d) {
+void gf_params_point_into(gf_params *p, float *const blk[GF_PP_COUNT], gf_device d) {
     p->data = blk[GF_PP_DATA];
     p->grad = blk[GF_PP_GRAD];
     p->m = blk[GF_PP_M];
@@ -76,8 +72,8 @@ static void point_into(gf_params *p, float *const blk[GF_PP_COUNT], gf_device d)
 gf_status gf_params_alloc(gf_params *p) {
     GF_ASSERT(!p->allocated, "gf_params_alloc called twice");
     float *blk[GF_PP_COUNT] = {0};
-    GF_TRY(host_arrays(p->n, blk));
-    point_into(p, blk, GF_DEV_CPU);
+    GF_TRY(gf_params_host_arrays(p->n, blk));
+    gf_params_point_into(p, blk, GF_DEV_CPU);
     p->allocated = 1;
     return GF_OK;
 }
@@ -93,78 +89,6 @@ float *gf_params_part_ptr(const gf_params *p, gf_params_part part) {
     GF_ASSERT(0, "parameter block part %d", (int)part);
     return NULL;
 }
-
-#ifdef GF_HAVE_CUDA
-/* A device block is one cudaMalloc: data, grad, m, v at a stride of n rounded up to 64 floats
- * (256 bytes: every array starts as aligned as cudaMalloc's own memory), so p->data is its
- * base. The chunk table is a second one. */
-static int64_t dev_stride(int64_t n) { return (n + 63) / 64 * 64; }
-
-static gf_status chunk_table(gf_params *p) {
-    int64_t nc = 0;
-    for (int64_t i = 0; i < p->n_items; i++)
-        nc += (gf_tensor_numel(&p->items[i]->t) + GF_PARAM_CHUNK - 1) / GF_PARAM_CHUNK;
-    gf_param_chunk *h = malloc((size_t)(nc ? nc : 1) * sizeof *h);
-    if (!h) return gf_error_set(GF_E_NOMEM, "parameter chunk table (%lld chunks)", (long long)nc);
-    int64_t k = 0;
-    for (int64_t i = 0; i < p->n_items; i++) {
-        const gf_param *q = p->items[i];
-        const int64_t end = q->offset + gf_tensor_numel(&q->t);
-        for (int64_t lo = q->offset; lo < end; lo += GF_PARAM_CHUNK)
-            h[k++] = (gf_param_chunk){.lo = lo, .hi = lo + GF_PARAM_CHUNK < end ? lo + GF_PARAM_CHUNK : end,
-                                      .kind = (int32_t)q->kind};
-    }
-    void *d = NULL;
-    gf_status st = gf_cuda_malloc(&d, (size_t)(nc ? nc : 1) * sizeof *h);
-    if (!st) st = gf_cuda_upload(d, h, (size_t)nc * sizeof *h);
-    free(h);
-    if (st) {
-        gf_cuda_free(d);
-        return st;
-    }
-    p->chunks = d;
-    p->n_chunks = nc;
-    return GF_OK;
-}
-
-gf_status gf_params_from_host_cuda(gf_params *p) {
-    const int64_t stride = dev_stride(p->n);
-    const size_t bytes = (size_t)p->n * sizeof(float);
-    void *base = NULL;
-    GF_TRY(gf_cuda_malloc(&base, (size_t)(GF_PP_COUNT * stride) * sizeof(float)));
-    float *blk[GF_PP_COUNT];
-    gf_status st = GF_OK;
-    for (int i = 0; i < GF_PP_COUNT; i++) {
-        blk[i] = (float *)base + i * stride;
-        if (!st) st = gf_cuda_upload(blk[i], gf_params_part_ptr(p, (gf_params_part)i), bytes);
-    }
-    if (!st) st = chunk_table(p);
-    if (st) {
-        gf_cuda_free(base);
-        return st;
-    }
-    for (int i = 0; i < GF_PP_COUNT; i++) free(gf_params_part_ptr(p, (gf_params_part)i));
-    point_into(p, blk, GF_DEV_CUDA);
-    return GF_OK;
-}
-
-gf_status gf_params_to_host_cuda(gf_params *p) {
-    float *blk[GF_PP_COUNT] = {0};
-    GF_TRY(host_arrays(p->n, blk));
-    gf_status st = GF_OK;
-    for (int i = 0; i < GF_PP_COUNT && !st; i++) st = gf_params_get(p, (gf_params_part)i, blk[i]);
-    if (st) {
-        for (int i = 0; i < GF_PP_COUNT; i++) free(blk[i]);
-        return st;
-    }
-    gf_cuda_free(p->data);
-    gf_cuda_free(p->chunks);
-    p->chunks = NULL;
-    p->n_chunks = 0;
-    point_into(p, blk, GF_DEV_CPU);
-    return GF_OK;
-}
-#endif
 
 gf_status gf_params_to_device(gf_params *p, gf_device d) {
     GF_ASSERT(p->allocated, "gf_params_to_device: parameters not allocated");

@@ -267,3 +267,27 @@ GF_TEST(cuda, sync_mode_names_the_faulting_kernel) {
                  "tests/cuda/fault_kernels.cu:");
 }
 #endif
+
+/* The backend tables (gflow/backend.h): the CPU's in every build, CUDA's exactly where the build
+ * has it, each named as its device and pointing to its ops (and a device's to its optimizer
+ * loops); without CUDA, the parameter block refuses to move there and stays on the host. */
+GF_TEST(unit, backend_tables_registered) {
+    const gf_backend *cpu = gf_backend_find(GF_DEV_CPU), *cu = gf_backend_find(GF_DEV_CUDA);
+    GF_CHECK(cpu && cpu == gf_backend_of(GF_DEV_CPU) && !strcmp(cpu->name, gf_device_name(GF_DEV_CPU)) && cpu->ops,
+             "the CPU's table");
+    GF_CHECK(!gf_backend_find((gf_device)7), "a device with no table");
+    GF_CHECK((cu != NULL) == gf_cuda_built(), "CUDA's table %s, CUDA %s in the build", cu ? "found" : "absent",
+             gf_cuda_built() ? "is" : "is not");
+    if (cu) {
+        GF_CHECK(!strcmp(cu->name, gf_device_name(GF_DEV_CUDA)) && cu->ops && cu->optim, "CUDA's table");
+        return;
+    }
+    gf_params p;
+    gf_params_init(&p);
+    const int64_t shape[1] = {3};
+    gf_params_add(&p, "w", GF_PK_WEIGHT, 1, shape);
+    GF_REQUIRE_OK(gf_params_alloc(&p));
+    GF_CHECK_ERR(gf_params_to_device(&p, GF_DEV_CUDA), GF_E_INVALID, "built without it");
+    GF_CHECK(p.device == GF_DEV_CPU && p.data, "the block stays on the host");
+    gf_params_free(&p);
+}
