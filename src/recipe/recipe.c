@@ -94,15 +94,6 @@ static void int_error(int ok, const char *what, const char *t, char *msg, size_t
     else snprintf(msg, cap, "not an integer%s ('%s')", what, t);
 }
 
-/* shortest text that reads back to the same double */
-const char *gf_recipe_fmt_double(double x, char *buf, size_t cap) {
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    return buf;
-}
-
 static int check_bounds(const gf_recipe_key *k, double v, char *msg, size_t cap, const char *got) {
     char b[40];
     if (k->flags & GF_RK_MIN) {
@@ -575,6 +566,12 @@ static gf_status finish(resolve_ctx *rc) {
         return key_error(rc, "run", "device", "cuda, but gflow was built without CUDA (reconfigure with "
                          "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");
     return GF_OK;
+}
+
+/* [model] is a gf_model_cfg (gflow/model.h): the config is the section itself plus the vocab */
+void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c) {
+    *c = r->model;
+    c->vocab = vocab;
 }
 
 void gf_recipe_defaults(gf_recipe *r) {
