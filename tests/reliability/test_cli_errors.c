@@ -80,6 +80,10 @@ static const cli_case k_cases[] = {
     {"", 0, {"eval", "/tmp", "--ckpt", "middle", NULL}, 2, "--ckpt", ""},
     {"", 0, {"eval", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
     {"", 0, {"export", "/tmp", "--bogus", NULL}, 2, "--bogus", ""},
+    /* --ckpt names a file of the run directory: only best or last, in every command that takes it */
+    {"", 0, {"export", "/tmp", "/tmp/x.safetensors", "--ckpt", "../x", NULL}, 2, "--ckpt", "'../x'"},
+    {"", 0, {"sample", "/tmp", "--prompt", "a", "--ckpt", "middle", NULL}, 2, "--ckpt", "'middle'"},
+    {"", 0, {"probe", "pca", "/tmp", "--ckpt", "middle", NULL}, 2, "--ckpt", "'middle'"},
     /* getopt_long's conventions (issue 36): --opt=value, prefixes, `--` */
     {"", 0, {"train", "@base", "--s", "x", NULL}, 2, "'--s' is ambiguous", "--stop-after"},
     {"", 0, {"train", "@base", "--quiet=1", NULL}, 2, "--quiet", "takes no value"},
