@@ -116,3 +116,12 @@ int gc_plucker_case(const char *what, gc_build_fn f, gc_ref_fn ref, void *user, 
     for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
     return bad;
 }
+
+double gc_plucker_p(const float *x, const float *y, int64_t R, double *p, float eps, int normalize) {
+    int64_t k = 0;
+    double nn = 0;
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = i + 1; j < R; j++, k++) { p[k] = (double)x[i] * y[j] - (double)x[j] * y[i]; nn += p[k] * p[k]; }
+    nn = sqrt(nn);
+    return normalize ? 1.0 / (nn > eps ? nn : eps) : 1.0;
+}

@@ -27,16 +27,11 @@ static void naive_pm(gf_tensor **in, void *u, double *g) {
             for (int q = 0; q < a->n; q++) {
                 int64_t s = t - a->offs[q];
                 if (s < 0) continue;
-                const float *x = z->data + (bb * L + t) * R, *y = z->data + (bb * L + s) * R;
-                int64_t k = 0;
-                double nn = 0;
-                for (int64_t i = 0; i < R; i++)
-                    for (int64_t j = i + 1; j < R; j++, k++) { p[k] = (double)x[i] * y[j] - (double)x[j] * y[i]; nn += p[k] * p[k]; }
-                nn = sqrt(nn);
-                double sc = a->normalize ? 1.0 / (nn > a->eps ? nn : a->eps) : 1.0;
+                double sc = gc_plucker_p(z->data + (bb * L + t) * R, z->data + (bb * L + s) * R, R, p, a->eps,
+                                         a->normalize);
                 for (int64_t d = 0; d < D; d++) {
                     double acc = b->data[d];
-                    for (k = 0; k < P; k++) acc += (double)w->data[d * P + k] * p[k] * sc;
+                    for (int64_t k = 0; k < P; k++) acc += (double)w->data[d * P + k] * p[k] * sc;
                     gt[d] += acc;
                 }
                 cnt++;

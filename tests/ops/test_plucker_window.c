@@ -36,17 +36,12 @@ static void naive_pw(gf_tensor **in, void *u, double *g) {
             int cnt = 0;
             for (int64_t s = 0; s < L; s++) {
                 if (s == t || !share[t * L + s] || (m && m[s] == 0.0f)) continue;
-                const float *x = z->data + (bb * L + t) * R, *y = z->data + (bb * L + s) * R;
-                int64_t k = 0;
-                double nn = 0;
-                for (int64_t i = 0; i < R; i++)
-                    for (int64_t j = i + 1; j < R; j++, k++) { p[k] = (double)x[i] * y[j] - (double)x[j] * y[i]; nn += p[k] * p[k]; }
-                nn = sqrt(nn);
-                double sc = a->normalize ? 1.0 / (nn > a->eps ? nn : a->eps) : 1.0;
+                double sc = gc_plucker_p(z->data + (bb * L + t) * R, z->data + (bb * L + s) * R, R, p, a->eps,
+                                         a->normalize);
                 for (int64_t d = 0; d < D; d++) {
                     int64_t h = d / Dh;
                     double acc = b->data[d];
-                    for (k = 0; k < Ph; k++) acc += (double)w->data[d * Ph + k] * p[h * Ph + k] * sc;
+                    for (int64_t k = 0; k < Ph; k++) acc += (double)w->data[d * Ph + k] * p[h * Ph + k] * sc;
                     gt[d] += acc;
                 }
                 cnt++;
