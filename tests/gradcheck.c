@@ -93,3 +93,35 @@ int gc_check(const char *what, gc_build_fn f, gf_tensor **in, int n_in, void *us
     if (getenv("GC_VERBOSE")) printf("    %s: worst err/tol %.3f\n", what, worst);
     return bad;
 }
+
+gf_tensor *gc_forward_vs_ref(gf_ctx *ctx, gc_build_fn f, gf_tensor **in, void *user, gc_ref_fn ref) {
+    gf_tensor *g = f(ctx, in, user);
+    int64_t n = gf_tensor_numel(g);
+    double *r = malloc((size_t)n * sizeof(double));
+    ref(in, user, r);
+    for (int64_t i = 0; i < n; i++) GF_CHECK_NEAR(g->data[i], r[i], 1e-5, 1e-4);
+    free(r);
+    return g;
+}
+
+int gc_plucker_case(const char *what, gc_build_fn f, gc_ref_fn ref, void *user, const int64_t zs[3], int64_t D,
+                    int64_t Pw, uint64_t seed) {
+    int64_t sw[2] = {D, Pw}, sb[1] = {D};
+    gf_tensor *in[3] = {gc_leaf(3, zs, seed, 1.0f), gc_leaf(2, sw, seed + 1, 0.5f), gc_leaf(1, sb, seed + 2, 0.5f)};
+    int bad = gc_check(what, f, in, 3, user, (gc_opts){.h = 1e-3, .atol = 1e-3, .rtol = 1e-2});
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    gc_forward_vs_ref(&ctx, f, in, user, ref);
+    gf_ctx_free(&ctx);
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+    return bad;
+}
+
+double gc_plucker_p(const float *x, const float *y, int64_t R, double *p, float eps, int normalize) {
+    int64_t k = 0;
+    double nn = 0;
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = i + 1; j < R; j++, k++) { p[k] = (double)x[i] * y[j] - (double)x[j] * y[i]; nn += p[k] * p[k]; }
+    nn = sqrt(nn);
+    return normalize ? 1.0 / (nn > eps ? nn : eps) : 1.0;
+}

@@ -28,6 +28,20 @@ typedef struct gc_opts {
  * gf_test_fail. Inputs whose flags lack GF_T_REQ_GRAD are not checked. */
 int gc_check(const char *what, gc_build_fn f, gf_tensor **in, int n_in, void *user, gc_opts o);
 
+/* The double-precision reference of f's output over the same inputs (test_plucker_*.c). */
+typedef void (*gc_ref_fn)(gf_tensor **in, void *user, double *ref);
+/* f's output (in ctx) checked element by element against ref within 1e-5 + 1e-4 |ref|; returned
+ * for further checks. */
+gf_tensor *gc_forward_vs_ref(gf_ctx *ctx, gc_build_fn f, gf_tensor **in, void *user, gc_ref_fn ref);
+/* The Plücker coordinates p_ij = x_i y_j - x_j y_i (i < j, row-major; R(R-1)/2 of them) of x and
+ * y (R each) in double, into p; returns the scale of p: 1 / max(|p|, eps) where normalize, else 1. */
+double gc_plucker_p(const float *x, const float *y, int64_t R, double *p, float eps, int normalize);
+/* One case of a Plücker op: leaves z (zs: B, L, R) N(0, 1), w (D, Pw) and b (D) N(0, 0.5) from
+ * seed, f's finite-difference check (h 1e-3, atol 1e-3, rtol 1e-2), then gc_forward_vs_ref. The
+ * gradient check's mismatches. */
+int gc_plucker_case(const char *what, gc_build_fn f, gc_ref_fn ref, void *user, const int64_t zs[3], int64_t D,
+                    int64_t Pw, uint64_t seed);
+
 /* max |a-b| and max relative error helpers for reference comparisons */
 double gc_max_abs_diff(const float *a, const float *b, int64_t n);
 

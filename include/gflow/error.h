@@ -42,6 +42,20 @@ const char *gf_last_error(void);
 const char *gf_status_name(gf_status s);
 void gf_error_clear(void);
 
+/* The first fault a line-by-line parser meets (recipes, ablation files), kept as
+ * "file:line: message": later faults are often echoes of it, so they are dropped, and the parser
+ * stops reading once one is kept. */
+typedef struct gf_first_error {
+    int line; /* where it was met (0: none kept; -1: before the first line) */
+    gf_status code;
+    char msg[1024];
+} gf_first_error;
+/* Keep this fault unless one is kept already. */
+void gf_first_error_set(gf_first_error *e, const char *file, int line, gf_status code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void gf_first_error_vset(gf_first_error *e, const char *file, int line, gf_status code, const char *fmt,
+                         va_list ap) __attribute__((format(printf, 5, 0)));
+
 /* A user-facing failure where no status can travel back (an arena allocation deep inside an
  * op): prints "gflow: error (<status>): message" as the CLI does for a status, and exits 1. */
 GF_NORETURN void gf_fatal(gf_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

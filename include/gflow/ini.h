@@ -4,6 +4,7 @@
 #ifndef GFLOW_INI_H
 #define GFLOW_INI_H
 
+#include "gflow/error.h"
 #include <stdio.h>
 
 typedef struct gf_ini_lines {
@@ -24,6 +25,11 @@ char *gf_ini_next_line(gf_ini_lines *l);
 /* The next line as it is but for its CR/LF (other line-based inputs: prompt-pair files), within
  * the same limits (l->bad). NULL at the end. */
 char *gf_ini_raw_line(gf_ini_lines *l);
+
+/* The next cleaned line for an inih reader whose buffer holds num bytes: NULL at the end, once
+ * *err keeps a fault (a binary file is not read to its end), or at a line that must be refused
+ * (l->bad, or one longer than the buffer), which is kept in *err as file:line. */
+char *gf_ini_reader_line(gf_ini_lines *l, gf_first_error *err, const char *file, int num);
 
 /* What a file source may hold: recipes, ablation and prompt-pair files are short texts, and a
  * line or a file beyond these is a wrong path (`/dev/zero`, a binary), refused before it is read

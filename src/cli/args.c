@@ -5,10 +5,27 @@
 #include "cli.h"
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+int gf_arg_ckpt(const gf_cli_spec *spec, const char *v, const char **which) {
+    if (strcmp(v, "best") && strcmp(v, "last")) {
+        gf_cli_usage(spec, "--ckpt must be best or last, got '%s'", v);
+        return 0;
+    }
+    *which = v;
+    return 1;
+}
+
+int gf_arg_stop_after(const char *cmd, const char *v, int64_t *steps) {
+    long long n;
+    if (!gf_arg_int(cmd, "--stop-after", v, 1, LLONG_MAX, &n)) return 0;
+    *steps = n;
+    return 1;
+}
 
 int gf_arg_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
     char *end = NULL;

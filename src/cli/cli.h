@@ -75,6 +75,11 @@ static inline int gf_cli_exit(int k) { return k == GF_CLI_HELP ? GF_EXIT_OK : GF
  * return 0 (the caller exits GF_EXIT_USAGE). */
 int gf_arg_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
 int gf_arg_real(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
+/* --ckpt best|last (eval, export, probe, sample): *which = v and 1; else a usage message naming
+ * the command (spec) and 0. The word becomes part of a path, so nothing else is taken. */
+int gf_arg_ckpt(const gf_cli_spec *spec, const char *v, const char **which);
+/* --stop-after N (train, ablate): N >= 1 optimizer steps in total into *steps, as gf_arg_int */
+int gf_arg_stop_after(const char *cmd, const char *v, int64_t *steps);
 
 /* `gflow bench --generate` (bench_generate.c): decoder speed against the context length for the
  * recipe's family and the other one at the same shape, `rows` streams decoded together; the

@@ -2,7 +2,6 @@
  * finished runs and resuming interrupted ones, then write the study's summary and curves. */
 #include "cli.h"
 #include "gflow/ablate.h"
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,14 +111,12 @@ int gf_cmd_ablate(int argc, char **argv) {
     gf_cli_begin(&p, &k_spec, argc, argv);
     const char *v;
     int k;
-    long long n = 0;
     while ((k = gf_cli_next(&p, &v)) > 0) {
         if (k == O_ONLY) only[n_only++] = v;
         else if (k == O_DRY_RUN) dry = 1;
         else if (k == O_REPORT) report_only = 1;
         else if (k == O_QUIET) o.quiet = 1;
-        else if (k == O_STOP_AFTER && !gf_arg_int("ablate", "--stop-after", v, 1, LLONG_MAX, &n)) k = GF_CLI_USAGE;
-        else if (k == O_STOP_AFTER) o.stop_after = n;
+        else if (k == O_STOP_AFTER && !gf_arg_stop_after("ablate", v, &o.stop_after)) k = GF_CLI_USAGE;
         if (k < 0) break;
     }
     if (k < 0 || !gf_cli_args(&p, 1, 1, "the ablation file")) { free(only); return k < 0 ? gf_cli_exit(k) : GF_EXIT_USAGE; }

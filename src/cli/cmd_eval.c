@@ -34,9 +34,8 @@ int gf_cmd_eval(int argc, char **argv) {
             /* the train split has no word count (no per-word perplexity) and is not a held-out score */
             if (gf_split_parse(split, &sp) || sp == GF_SPLIT_TRAIN)
                 return gf_cli_usage(&k_spec, "--split '%s': expected valid or test", split);
-        } else if (k == O_CKPT) {
-            which = v;
-            if (strcmp(which, "best") && strcmp(which, "last")) return gf_cli_usage(&k_spec, "--ckpt must be best or last, got '%s'", which);
+        } else if (k == O_CKPT && !gf_arg_ckpt(&k_spec, v, &which)) {
+            return GF_EXIT_USAGE;
         }
     }
     if (k < 0) return gf_cli_exit(k);

@@ -30,7 +30,7 @@ int gf_cmd_export(int argc, char **argv) {
     const char *v;
     int k;
     while ((k = gf_cli_next(&p, &v)) > 0)
-        if (k == O_CKPT) which = v;
+        if (k == O_CKPT && !gf_arg_ckpt(&k_spec, v, &which)) return GF_EXIT_USAGE;
     if (k < 0) return gf_cli_exit(k);
     if (!gf_cli_args(&p, 2, 2, "the checkpoint and the output file (RUN_DIR|CHECKPOINT OUT.safetensors)")) return GF_EXIT_USAGE;
     src = p.pos[0];

@@ -59,11 +59,6 @@ static const gf_cli_spec k_spec = {
     NULL,
 };
 
-static int bad(const char *opt, const char *v, const char *what) {
-    fprintf(stderr, "gflow probe: %s needs %s, got '%s'\n", opt, what, v);
-    return GF_EXIT_USAGE;
-}
-
 /* The int64_t numeric options, their bounds and fields (--seed and --rel-step are parsed apart). */
 static const struct { int key; const char *name; long long lo, hi; size_t off; } k_ints[] = {
     {O_WINDOWS, "--windows", 1, 1000000000, offsetof(gf_probe_opts, windows)},
@@ -112,10 +107,7 @@ int gf_cmd_probe(int argc, char **argv) {
         if (k == O_NO_PLOT) o.plot = 0;
         else if (k == O_REPLOT) replot = 1;
         else if (k == O_QUIET) o.log = 0;
-        else if (k == O_CKPT) {
-            o.which = v;
-            if (strcmp(o.which, "best") && strcmp(o.which, "last")) return bad("--ckpt", o.which, "best or last");
-        }
+        else if (k == O_CKPT && !gf_arg_ckpt(&k_spec, v, &o.which)) return GF_EXIT_USAGE;
         else if (k == O_PAIRS) o.pairs_file = v;
         else if (k == O_BLOCKS) o.blocks = v;
         else if (k == O_OUT) out = v;

@@ -59,7 +59,7 @@ static int parse(int argc, char **argv, sample_opts *o) {
     while (ok && (k = gf_cli_next(&p, &v)) > 0) {
         switch (k) {
         case O_PROMPT: o->prompt = v; break;
-        case O_CKPT: o->which = v; break;
+        case O_CKPT: ok = gf_arg_ckpt(&k_spec, v, &o->which); break;
         case O_RECOMPUTE: o->recompute = 1; break;
         case O_TOKENS: ok = gf_arg_int("sample", "--tokens", v, 1, MAX_TOKENS, &o->n_tokens); break;
         case O_N: ok = gf_arg_int("sample", "--n", v, 1, MAX_ROWS, &o->rows); break;

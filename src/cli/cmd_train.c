@@ -2,7 +2,6 @@
 #include "cli.h"
 #include "gflow/train.h"
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,15 +68,13 @@ static int parse(int argc, char **argv, gf_train_opts *o, const char **recipe, c
     gf_cli_begin(&p, &k_spec, argc, argv);
     const char *v;
     int k;
-    long long n = 0;
     while ((k = gf_cli_next(&p, &v)) > 0) {
         switch (k) {
         case O_SET: sets[(*n_sets)++] = v; break;
         case O_RESUME: *resume = v; break;
         case O_ALLOW_DATA_CHANGE: o->allow_data_change = 1; break;
         case O_STOP_AFTER:
-            if (!gf_arg_int("train", "--stop-after", v, 1, LLONG_MAX, &n)) return GF_EXIT_USAGE;
-            o->stop_after = n;
+            if (!gf_arg_stop_after("train", v, &o->stop_after)) return GF_EXIT_USAGE;
             break;
         case O_OVERWRITE: o->overwrite = 1; break;
         case O_QUIET: o->quiet = 1; break;

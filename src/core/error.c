@@ -40,6 +40,23 @@ const char *gf_status_name(gf_status s) {
     return (s >= 0 && s < GF_E_COUNT) ? names[s] : "unknown";
 }
 
+void gf_first_error_vset(gf_first_error *e, const char *file, int line, gf_status code, const char *fmt,
+                         va_list ap) {
+    if (e->line) return; /* keep the first */
+    e->line = line ? line : -1;
+    e->code = code;
+    int k = snprintf(e->msg, sizeof e->msg, "%s:%d: ", file, line);
+    if (k < 0 || (size_t)k >= sizeof e->msg) return;
+    vsnprintf(e->msg + k, sizeof e->msg - (size_t)k, fmt, ap);
+}
+
+void gf_first_error_set(gf_first_error *e, const char *file, int line, gf_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    gf_first_error_vset(e, file, line, code, fmt, ap);
+    va_end(ap);
+}
+
 GF_NORETURN void gf_fatal(gf_status code, const char *fmt, ...) {
     fflush(stdout);
     fprintf(stderr, "gflow: error (%s): ", gf_status_name(code));

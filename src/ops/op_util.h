@@ -48,6 +48,19 @@ static inline void gf_prof_end(gf_ctx *ctx, gf_op_family fam, double t0) {
     if (ctx->profile) { ctx->prof.fwd_s[fam] += gf_time_now() - t0; ctx->prof.calls[fam]++; }
 }
 
+/* Record g's node (in: its n_in inputs) with the op's saved buffers, n_ip integer parameters and
+ * one real one, as a CPU op and its CUDA twin both do. NULL where the tape keeps no node. */
+static inline gf_node *gf_record_op(gf_ctx *ctx, const gf_op_def *def, gf_tensor *g, int n_in, gf_tensor **in,
+                                    void *saved, int n_ip, const int64_t *ip, float fp0) {
+    gf_node *n = gf_tape_record(ctx, def, g, n_in, in);
+    if (n) {
+        n->saved = saved;
+        for (int i = 0; i < n_ip; i++) n->ip[i] = ip[i];
+        n->fp[0] = fp0;
+    }
+    return n;
+}
+
 /* New tensor with x's shape but last dim `cols`. */
 gf_tensor *gf_tensor_like_cols(gf_ctx *ctx, const gf_tensor *x, int64_t cols);
 gf_tensor *gf_tensor_like(gf_ctx *ctx, const gf_tensor *x);

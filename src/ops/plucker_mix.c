@@ -274,13 +274,8 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     }
     gf_tensor *g = pm_project(ctx, sv->pbar, sv->valid, w, b, B, L);
 
-    gf_node *n = gf_tape_record(ctx, &gf_op_plucker_mix, g, 3, in);
-    if (n) {
-        n->saved = sv;
-        n->ip[0] = NW;
-        n->ip[1] = normalize;
-        n->fp[0] = eps;
-    }
+    const int64_t ip[2] = {NW, normalize};
+    gf_record_op(ctx, &gf_op_plucker_mix, g, 3, in, sv, 2, ip, eps);
     gf_prof_end(ctx, GF_FAM_PLUCKER, t0);
     return g;
 }

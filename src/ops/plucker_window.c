@@ -216,15 +216,8 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
     for (int64_t h = 0; h < heads; h++)
         gf_gemm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 
-    gf_node *n = gf_tape_record(ctx, &gf_op_plucker_window, g, 3, in);
-    if (n) {
-        n->saved = sv;
-        n->ip[0] = heads;
-        n->ip[1] = window;
-        n->ip[2] = stride;
-        n->ip[3] = normalize;
-        n->fp[0] = eps;
-    }
+    const int64_t ip[4] = {heads, window, stride, normalize};
+    gf_record_op(ctx, &gf_op_plucker_window, g, 3, in, sv, 4, ip, eps);
     gf_prof_end(ctx, GF_FAM_PLUCKER, t0);
     return g;
 }

@@ -41,6 +41,13 @@ void gf_probe_path(const char *dir, const char *stem, const char *ext, char *out
     snprintf(out, cap, "%s/probe-%s.%s", dir, stem, ext);
 }
 
+gf_status gf_probe_plot_run(const char *run_dir, const char *kind, gf_probe_plot_fn fn) {
+    const char *dirs[1] = {run_dir};
+    char png[1200];
+    gf_probe_path(run_dir, kind, "png", png, sizeof png);
+    return fn(dirs, 1, png);
+}
+
 /* gf_output_check of every probe-<kind>* entry of dir */
 static gf_status check_dir_outputs(const char *kind, const char *dir, const char *pairs_file) {
     DIR *d = opendir(dir);

@@ -310,7 +310,7 @@ gf_status gf_probe_curvature(const char *run_dir, const gf_probe_opts *o) {
     free(hid); free(steps); free(u); free(perm); free(theta);
     gf_probe_close(&p);
     if (!st && o->plot) {
-        st = gf_probe_replot("curvature", run_dir);
+        st = gf_probe_plot_run(run_dir, "curvature", gf_probe_curvature_plot);
         if (!st && o->log) fprintf(stderr, "probe: wrote %s/probe-curvature.png\n", run_dir);
     }
     return st;

@@ -232,7 +232,7 @@ gf_status gf_probe_hessian(const char *run_dir, const gf_probe_opts *o) {
     gf_probe_close(&p);
     if (!st && o->log) fprintf(stderr, "probe: wrote %s (%.1f s)\n", path, gf_time_now() - t0);
     if (!st && o->plot) {
-        st = gf_probe_replot("hessian", run_dir);
+        st = gf_probe_plot_run(run_dir, "hessian", gf_probe_hessian_plot);
         if (!st && o->log) fprintf(stderr, "probe: wrote %s/probe-hessian.png\n", run_dir);
     }
     return st;

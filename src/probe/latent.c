@@ -205,6 +205,52 @@ static gf_status pca_data(const char *dir, FILE *g, int *n_h) {
     return st;
 }
 
+/* A single-run PCA plot: its size, the settings up to its title, the title after the run's name,
+ * and what it plots (NULL: the norm of each hidden state by position) */
+typedef struct pca_plot {
+    const char *stem, *size, *head, *title, *body;
+} pca_plot;
+static const pca_plot pca_plots[4] = {
+    {"pca", "1400,640", "set xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset multiplot layout 1,2 title ",
+     ": branch outputs of every layer in one PCA, coloured by layer",
+     "\nset title 'mixing branch (Grassmann mix / attention)'\n"
+     "plot $mix using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\n"
+     "set title 'FFN branch'\nplot $ffn using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\nunset multiplot\n"},
+    {"pca-3d", "1000,800",
+     "set xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset zlabel 'joint PC3'\nset view 60,30\nset xyplane 0\nset title ",
+     ": joint PCA, 3-D",
+     "\nsplot $mix using 2:3:4:1 with points pt 6 ps 0.5 lc palette title 'mix', "
+     "$ffn using 2:3:4:1 with points pt 8 ps 0.5 lc palette title 'ffn'\n"},
+    {"pca-pos", "1000,800",
+     "set cblabel 'position'\nset xlabel 'PC1'\nset ylabel 'PC2'\nset zlabel 'PC3'\nset view 60,30\n"
+     "set xyplane 0\nset title ",
+     ": learned position table, first three principal components",
+     "\nsplot $pos using 2:3:4:1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n"},
+    {"pca-norm", "1000,800",
+     "unset colorbox\nset xlabel 'position in the window'\nset ylabel 'mean |h_l| over windows'\n"
+     "set logscale y\nset key outside right\nset title ",
+     ": hidden-state norm by position", NULL},
+};
+
+/* One plot of q, the TSVs (data) inline; n_h hidden states */
+static gf_status pca_plot_one(const char *dir, const char *nm, const char *data, const pca_plot *q, int n_h) {
+    gf_plot p;
+    GF_TRY(gf_plot_begin(&p, q->size, pca_palette));
+    FILE *g = p.g;
+    fprintf(g, "%s%s", data, q->head);
+    gf_probe_title(g, nm, q->title);
+    if (q->body) {
+        fputs(q->body, g);
+    } else {
+        fprintf(g, "\nplot ");
+        for (int l = 0; l < n_h; l++)
+            fprintf(g, "%s$norm using 1:%d with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", l + 2,
+                    n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
+        fprintf(g, "\n");
+    }
+    return pca_draw(dir, q->stem, &p);
+}
+
 /* The four single-run PCA plots, one gnuplot each, the TSVs inline (no path in a script). */
 gf_status gf_probe_pca_plots(const char *dir) {
     char nm[300], *data = NULL;
@@ -215,49 +261,7 @@ gf_status gf_probe_pca_plots(const char *dir) {
     if (!d) return gf_error_set(GF_E_NOMEM, "plot data");
     gf_status st = pca_data(dir, d, &n_h);
     if (fclose(d) != 0 && !st) st = gf_error_set(GF_E_NOMEM, "plot data");
-    gf_plot p;
-    if (!st) st = gf_plot_begin(&p, "1400,640", pca_palette);
-    if (!st) {
-        FILE *g = p.g;
-        fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset multiplot layout 1,2 title ", data);
-        gf_probe_title(g, nm, ": branch outputs of every layer in one PCA, coloured by layer");
-        fprintf(g, "\nset title 'mixing branch (Grassmann mix / attention)'\n"
-                   "plot $mix using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\n"
-                   "set title 'FFN branch'\nplot $ffn using 2:3:1 with points pt 7 ps 0.4 lc palette notitle\nunset multiplot\n");
-        st = pca_draw(dir, "pca", &p);
-    }
-    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
-    if (!st) {
-        FILE *g = p.g;
-        fprintf(g, "%sset xlabel 'joint PC1'\nset ylabel 'joint PC2'\nset zlabel 'joint PC3'\nset view 60,30\n"
-                   "set xyplane 0\nset title ", data);
-        gf_probe_title(g, nm, ": joint PCA, 3-D");
-        fprintf(g, "\nsplot $mix using 2:3:4:1 with points pt 6 ps 0.5 lc palette title 'mix', "
-                   "$ffn using 2:3:4:1 with points pt 8 ps 0.5 lc palette title 'ffn'\n");
-        st = pca_draw(dir, "pca-3d", &p);
-    }
-    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
-    if (!st) {
-        FILE *g = p.g;
-        fprintf(g, "%sset cblabel 'position'\nset xlabel 'PC1'\nset ylabel 'PC2'\nset zlabel 'PC3'\nset view 60,30\n"
-                   "set xyplane 0\nset title ", data);
-        gf_probe_title(g, nm, ": learned position table, first three principal components");
-        fprintf(g, "\nsplot $pos using 2:3:4:1 with linespoints pt 7 ps 0.6 lw 1.5 lc palette notitle\n");
-        st = pca_draw(dir, "pca-pos", &p);
-    }
-    if (!st) st = gf_plot_begin(&p, "1000,800", pca_palette);
-    if (!st) {
-        FILE *g = p.g;
-        fprintf(g, "%sunset colorbox\nset xlabel 'position in the window'\nset ylabel 'mean |h_l| over windows'\n"
-                   "set logscale y\nset key outside right\nset title ", data);
-        gf_probe_title(g, nm, ": hidden-state norm by position");
-        fprintf(g, "\nplot ");
-        for (int l = 0; l < n_h; l++)
-            fprintf(g, "%s$norm using 1:%d with lines lw 2 lc palette frac %.3f title 'h_%d'", l ? ", " : "", l + 2,
-                    n_h > 1 ? (double)l / (n_h - 1) : 0.0, l);
-        fprintf(g, "\n");
-        st = pca_draw(dir, "pca-norm", &p);
-    }
+    for (int i = 0; i < 4 && !st; i++) st = pca_plot_one(dir, nm, data, &pca_plots[i], n_h);
     free(data);
     return st;
 }

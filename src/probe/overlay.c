@@ -59,11 +59,8 @@ gf_status gf_probe_overlay(const char *kind, const char *run_a, const char *run_
 }
 
 gf_status gf_probe_replot(const char *kind, const char *run_dir) {
-    const char *dirs[1] = {run_dir};
-    char png[1200];
-    gf_probe_path(run_dir, kind, "png", png, sizeof png);
-    if (!strcmp(kind, "curvature")) return gf_probe_curvature_plot(dirs, 1, png);
-    if (!strcmp(kind, "hessian")) return gf_probe_hessian_plot(dirs, 1, png);
+    if (!strcmp(kind, "curvature")) return gf_probe_plot_run(run_dir, kind, gf_probe_curvature_plot);
+    if (!strcmp(kind, "hessian")) return gf_probe_plot_run(run_dir, kind, gf_probe_hessian_plot);
     if (!strcmp(kind, "pca")) return gf_probe_pca_plots(run_dir);
     return gf_error_set(GF_E_INVALID, "unknown probe kind '%s'", kind);
 }

@@ -81,5 +81,8 @@ gf_status gf_probe_curvature_plot(const char *const *dirs, int n_dirs, const cha
 gf_status gf_probe_hessian_plot(const char *const *dirs, int n_dirs, const char *png);
 gf_status gf_probe_pca_plots(const char *dir); /* the four single-run PNGs */
 gf_status gf_probe_pca_overlay_plot(const char *const *dirs, int n_dirs, const char *png);
+typedef gf_status (*gf_probe_plot_fn)(const char *const *dirs, int n_dirs, const char *png);
+/* One run's plot of `kind`, drawn by fn into <run_dir>/probe-<kind>.png. */
+gf_status gf_probe_plot_run(const char *run_dir, const char *kind, gf_probe_plot_fn fn);
 
 #endif

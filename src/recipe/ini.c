@@ -99,3 +99,15 @@ void gf_ini_lines_free(gf_ini_lines *l) {
     l->buf = NULL;
     l->cap = 0;
 }
+
+char *gf_ini_reader_line(gf_ini_lines *l, gf_first_error *err, const char *file, int num) {
+    if (err->line) return NULL;
+    char *s = gf_ini_next_line(l);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    if (l->bad) /* a NUL would cut the line inih sees: "x = 64\0junk" as 64 */
+        gf_first_error_set(err, file, l->lineno, GF_E_PARSE, "%s", l->bad);
+    else if (n + 2 > (size_t)num)
+        gf_first_error_set(err, file, l->lineno, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
+    return err->line ? NULL : s;
+}

@@ -1,12 +1,7 @@
-/* model_cfg.c — the model configs a recipe describes: [model] is a gf_model_cfg (gflow/model.h),
- * so the config is the section itself plus the tokenizer's vocab, and the test and benchmark
- * configs start from the schema's defaults. */
+/* model_cfg.c — the model configs of tests and benchmarks: they start from the schema's defaults
+ * and take the config as a recipe describes it (gf_recipe_model_cfg: [model] is a gf_model_cfg,
+ * gflow/model.h, plus the tokenizer's vocab). */
 #include "recipe/recipe_internal.h"
-
-void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c) {
-    *c = r->model;
-    c->vocab = vocab;
-}
 
 /* A recipe of only defaults, with the required [model] keys given and max_len and
  * classifier_hidden derived as gf_recipe_load derives them. */

@@ -41,9 +41,7 @@ typedef struct entry {
 typedef struct file_ctx {
     const char *name;
     gf_ini_lines src;          /* the file or text, line by line */
-    int err_line;              /* first error recorded by us (0 = none) */
-    gf_status err_code;
-    char err[512];
+    gf_first_error err;        /* the first fault met in this file */
     int seen_line[GF_RECIPE_MAX_KEYS];        /* line where each key was set in this file */
     entry *entries;
     int n_entries;
@@ -69,13 +67,9 @@ static const char *known_sections(void) {
 static void fc_error(file_ctx *fc, gf_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fc_error(file_ctx *fc, gf_status code, const char *fmt, ...) {
-    if (fc->err_line) return; /* keep the first */
-    fc->err_line = fc->src.lineno;
-    fc->err_code = code;
-    int k = snprintf(fc->err, sizeof fc->err, "%s:%d: ", fc->name, fc->src.lineno);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(fc->err + k, sizeof fc->err - (size_t)k, fmt, ap);
+    gf_first_error_vset(&fc->err, fc->name, fc->src.lineno, code, fmt, ap);
     va_end(ap);
 }
 
@@ -98,15 +92,6 @@ static int parse_i64(const char *s, int64_t *out) {
 static void int_error(int ok, const char *what, const char *t, char *msg, size_t cap) {
     if (ok < 0) snprintf(msg, cap, "out of range: '%s' does not fit in 64 bits", t);
     else snprintf(msg, cap, "not an integer%s ('%s')", what, t);
-}
-
-/* shortest text that reads back to the same double */
-const char *gf_recipe_fmt_double(double x, char *buf, size_t cap) {
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    return buf;
 }
 
 static int check_bounds(const gf_recipe_key *k, double v, char *msg, size_t cap, const char *got) {
@@ -279,20 +264,8 @@ static int set_value(gf_recipe *r, const gf_recipe_key *k, const char *text, cha
  * section headers (inih reports no event for an empty section). */
 static char *reader(char *str, int num, void *stream) {
     file_ctx *fc = stream;
-    if (fc->err_line) return NULL; /* stop at the first error: a binary file is not read to its end */
-    char *s = gf_ini_next_line(&fc->src);
+    char *s = gf_ini_reader_line(&fc->src, &fc->err, fc->name, num);
     if (!s) return NULL;
-    size_t n = strlen(s);
-    if (fc->src.bad) { /* a NUL would cut the line inih sees: "x = 64\0junk" as 64 */
-        fc_error(fc, GF_E_PARSE, "%s", fc->src.bad);
-        snprintf(str, (size_t)num, "[\n");
-        return str;
-    }
-    if (n + 2 > (size_t)num) {
-        fc_error(fc, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
-        snprintf(str, (size_t)num, "[\n"); /* make inih flag this line */
-        return str;
-    }
     if (s[0] == '[') {
         char *close = strchr(s, ']');
         if (close) {
@@ -315,7 +288,7 @@ static char *reader(char *str, int num, void *stream) {
 
 static int handler(void *user, const char *section, const char *name, const char *value) {
     file_ctx *fc = user;
-    if (fc->err_line) return 1; /* already failed: ignore the rest */
+    if (fc->err.line) return 1; /* already failed: ignore the rest */
     if (!section[0]) {
         fc_error(fc, GF_E_PARSE, "key '%s' before any [section]", name);
         return 0;
@@ -408,13 +381,13 @@ static gf_status apply_file(resolve_ctx *rc, const char *name, FILE *f, const ch
     if (ret == -2) {
         st = gf_error_set(GF_E_NOMEM, "%s: out of memory", name);
     } else if (ret != 0) {
-        if (fc->err_line && fc->err_line <= ret)
-            st = gf_error_set(fc->err_code, "%s", fc->err);
+        if (fc->err.line && fc->err.line <= ret)
+            st = gf_error_set(fc->err.code, "%s", fc->err.msg);
         else
             st = gf_error_set(GF_E_PARSE, "%s:%d: syntax error (expected '[section]' or 'key = value')",
                               name, ret);
-    } else if (fc->err_line) {
-        st = gf_error_set(fc->err_code, "%s", fc->err);
+    } else if (fc->err.line) {
+        st = gf_error_set(fc->err.code, "%s", fc->err.msg);
     } else if (f && ferror(f)) {
         st = gf_error_set(GF_E_IO, "%s: read error", name);
     }
@@ -593,6 +566,12 @@ static gf_status finish(resolve_ctx *rc) {
         return key_error(rc, "run", "device", "cuda, but gflow was built without CUDA (reconfigure with "
                          "-Dcuda=enabled where nvcc and cuBLAS are installed; docs/cuda.md)");
     return GF_OK;
+}
+
+/* [model] is a gf_model_cfg (gflow/model.h): the config is the section itself plus the vocab */
+void gf_recipe_model_cfg(const gf_recipe *r, int64_t vocab, gf_model_cfg *c) {
+    *c = r->model;
+    c->vocab = vocab;
 }
 
 void gf_recipe_defaults(gf_recipe *r) {

@@ -7,6 +7,15 @@
 #include "recipe/recipe_internal.h"
 #include "gflow/version.h"
 
+/* shortest text that reads back to the same double */
+const char *gf_recipe_fmt_double(double x, char *buf, size_t cap) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 static void value_text(const gf_recipe *r, const gf_recipe_key *k, char *buf, size_t cap) {
     const void *field = (const char *)r + k->offset;
     switch (k->type) {

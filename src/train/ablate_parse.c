@@ -20,21 +20,15 @@ typedef struct parse_ctx {
     int abl_line;         /* line of [ablation] (0: not seen) */
     int key_line[4];      /* name, base, out_dir, seeds: line where set (duplicates) */
     int seeds_line;
-    gf_status err_code;
-    int err_line;
-    char err[1024];
+    gf_first_error err;   /* the first fault met */
 } parse_ctx;
 
 static const char *abl_keys[4] = {"name", "base", "out_dir", "seeds"};
 
 __attribute__((format(printf, 3, 4))) static void perr(parse_ctx *pc, gf_status code, const char *fmt, ...) {
-    if (pc->err_line) return; /* keep the first */
-    pc->err_line = pc->src.lineno ? pc->src.lineno : -1;
-    pc->err_code = code;
-    int k = snprintf(pc->err, sizeof pc->err, "%s:%d: ", pc->path, pc->src.lineno);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(pc->err + k, sizeof pc->err - (size_t)k, fmt, ap);
+    gf_first_error_vset(&pc->err, pc->path, pc->src.lineno, code, fmt, ap);
     va_end(ap);
 }
 
@@ -104,20 +98,8 @@ static void header(parse_ctx *pc, char *s) {
  * handled here (inih reports nothing for an empty section, and an empty [variant] is legal). */
 static char *reader(char *str, int num, void *stream) {
     parse_ctx *pc = stream;
-    if (pc->err_line) return NULL; /* stop at the first error: a binary file is not read to its end */
-    char *s = gf_ini_next_line(&pc->src);
+    char *s = gf_ini_reader_line(&pc->src, &pc->err, pc->path, num);
     if (!s) return NULL;
-    size_t n = strlen(s);
-    if (pc->src.bad) { /* a NUL would cut the line: refuse it rather than read half of it */
-        perr(pc, GF_E_PARSE, "%s", pc->src.bad);
-        snprintf(str, (size_t)num, "\n");
-        return str;
-    }
-    if (n + 2 > (size_t)num) {
-        perr(pc, GF_E_PARSE, "line too long (%zu bytes, max %d)", n, num - 2);
-        snprintf(str, (size_t)num, "\n");
-        return str;
-    }
     if (s[0] == '[' && strchr(s, ']')) {
         header(pc, s);
         snprintf(str, (size_t)num, "\n"); /* consumed here */
@@ -229,7 +211,7 @@ static void variant_key(parse_ctx *pc, const char *name, const char *value) {
 static int handler(void *user, const char *section, const char *name, const char *value) {
     (void)section; /* tracked by the reader */
     parse_ctx *pc = user;
-    if (pc->err_line) return 1;
+    if (pc->err.line) return 1;
     if (pc->section == SEC_NONE) perr(pc, GF_E_PARSE, "key '%s' before any [section]", name);
     else if (pc->section == SEC_ABLATION) ablation_key(pc, name, value);
     else variant_key(pc, name, value);
@@ -267,7 +249,7 @@ gf_status gf_ablate_parse_file(const char *path, gf_ablation *a) {
     fclose(pc.src.f);
     gf_ini_lines_free(&pc.src);
     if (ret == -2) return gf_error_set(GF_E_NOMEM, "%s: out of memory", path);
-    if (pc.err_line && (ret <= 0 || pc.err_line <= ret)) return gf_error_set(pc.err_code, "%s", pc.err);
+    if (pc.err.line && (ret <= 0 || pc.err.line <= ret)) return gf_error_set(pc.err.code, "%s", pc.err.msg);
     if (ret > 0)
         return gf_error_set(GF_E_PARSE, "%s:%d: syntax error (expected '[section]' or 'key = value')", path, ret);
     if (ioerr) return gf_error_set(GF_E_IO, "%s: read error", path);

@@ -38,34 +38,25 @@ gen() {
       printf " %s %s %s . and then %s %s %s . \n", S[int(rand()*6)+1], V[int(rand()*5)+1], O[int(rand()*6)+1],
              S[int(rand()*6)+1], V[int(rand()*5)+1], O[int(rand()*6)+1] }'
 }
-mkdir -p "$tmp/data"
-gen 600 1 > "$tmp/data/train.txt"; gen 60 2 > "$tmp/data/valid.txt"; gen 60 3 > "$tmp/data/test.txt"
+# tiny_lm's recipe (tests/tools/tiny_lm.sh) on this corpus, larger, with dropout off, clipping and a
+# cosine schedule, and every core
+# shellcheck source=tests/tools/tiny_lm.sh
+source "$(dirname "$0")/../tools/tiny_lm.sh"
+tiny_lm "$tmp/lm" 2 3
+gen 600 1 > "$tmp/lm/data/train.txt"; gen 60 2 > "$tmp/lm/data/valid.txt"; gen 60 3 > "$tmp/lm/data/test.txt"
 cat > "$tmp/tiny.ini" <<INI
 [run]
-name = tiny
+base = lm/tiny.ini
 seed = 7
 out_dir = $tmp/runs
-[data]
-dataset = wikitext2
-dir = $tmp/data
-train_file = train.txt
-valid_file = valid.txt
-test_file = test.txt
-seq_len = 16
-[tokenizer]
-kind = word
-train_file = train.txt
-cache_dir = $tmp/cache
+threads = 0
 [model]
-family = grassmann
-n_layers = 2
 d_model = 32
 d_ff = 64
 r = 6
 offsets = 1,2,4
 dropout = 0
 [optim]
-lr = 1e-2
 clip = 1.0
 [schedule]
 kind = cosine

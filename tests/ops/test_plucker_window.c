@@ -17,7 +17,9 @@ static gf_tensor *b_pw(gf_ctx *c, gf_tensor **in, void *u) {
 
 /* naive: partners from an explicit (L, L) "shares a window" table; per pair, per head,
  * W_h p̂_h + b_h, then the mean over partners; g = 0 for padding or no partner. Double. */
-static void naive_pw(const gf_tensor *z, const gf_tensor *w, const gf_tensor *b, const pw_args *a, double *g) {
+static void naive_pw(gf_tensor **in, void *u, double *g) {
+    const gf_tensor *z = in[0], *w = in[1], *b = in[2];
+    const pw_args *a = u;
     int64_t B = z->shape[0], L = z->shape[1], R = z->shape[2], P = R * (R - 1) / 2, D = w->shape[0];
     int64_t H = a->heads, Ph = P / H, Dh = D / H;
     double *p = malloc((size_t)P * sizeof(double));
@@ -34,17 +36,12 @@ static void naive_pw(const gf_tensor *z, const gf_tensor *w, const gf_tensor *b,
             int cnt = 0;
             for (int64_t s = 0; s < L; s++) {
                 if (s == t || !share[t * L + s] || (m && m[s] == 0.0f)) continue;
-                const float *x = z->data + (bb * L + t) * R, *y = z->data + (bb * L + s) * R;
-                int64_t k = 0;
-                double nn = 0;
-                for (int64_t i = 0; i < R; i++)
-                    for (int64_t j = i + 1; j < R; j++, k++) { p[k] = (double)x[i] * y[j] - (double)x[j] * y[i]; nn += p[k] * p[k]; }
-                nn = sqrt(nn);
-                double sc = a->normalize ? 1.0 / (nn > a->eps ? nn : a->eps) : 1.0;
+                double sc = gc_plucker_p(z->data + (bb * L + t) * R, z->data + (bb * L + s) * R, R, p, a->eps,
+                                         a->normalize);
                 for (int64_t d = 0; d < D; d++) {
                     int64_t h = d / Dh;
                     double acc = b->data[d];
-                    for (k = 0; k < Ph; k++) acc += (double)w->data[d * Ph + k] * p[h * Ph + k] * sc;
+                    for (int64_t k = 0; k < Ph; k++) acc += (double)w->data[d * Ph + k] * p[h * Ph + k] * sc;
                     gt[d] += acc;
                 }
                 cnt++;
@@ -56,20 +53,8 @@ static void naive_pw(const gf_tensor *z, const gf_tensor *w, const gf_tensor *b,
 }
 
 static int run_case(const char *what, int64_t B, int64_t L, int64_t R, int64_t D, pw_args a, uint64_t seed) {
-    int64_t P = R * (R - 1) / 2;
-    int64_t sz[3] = {B, L, R}, sw[2] = {D, P / a.heads}, sb[1] = {D};
-    gf_tensor *in[3] = {gc_leaf(3, sz, seed, 1.0f), gc_leaf(2, sw, seed + 1, 0.5f), gc_leaf(1, sb, seed + 2, 0.5f)};
-    int bad = gc_check(what, b_pw, in, 3, &a, (gc_opts){.h = 1e-3, .atol = 1e-3, .rtol = 1e-2});
-    gf_ctx ctx;
-    gf_ctx_init(&ctx, 0, NULL);
-    gf_tensor *g = b_pw(&ctx, in, &a);
-    double *ref = malloc((size_t)(B * L * D) * sizeof(double));
-    naive_pw(in[0], in[1], in[2], &a, ref);
-    for (int64_t i = 0; i < B * L * D; i++) GF_CHECK_NEAR(g->data[i], ref[i], 1e-5, 1e-4);
-    free(ref);
-    gf_ctx_free(&ctx);
-    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
-    return bad;
+    const int64_t sz[3] = {B, L, R};
+    return gc_plucker_case(what, b_pw, naive_pw, &a, sz, D, R * (R - 1) / 2 / a.heads, seed);
 }
 
 /* (2, 9): row 0 has 7 tokens, row 1 has 3 then padding then one token alone in its window */
@@ -103,10 +88,7 @@ GF_TEST(grad, plucker_window_locality) {
     pw_args a = {mask, 8, 8, 4, 1e-8f, 1};
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
-    gf_tensor *g = b_pw(&ctx, in, &a);
-    double *ref = malloc((size_t)(B * L * D) * sizeof(double));
-    naive_pw(in[0], in[1], in[2], &a, ref);
-    for (int64_t i = 0; i < B * L * D; i++) GF_CHECK_NEAR(g->data[i], ref[i], 1e-5, 1e-4);
+    gf_tensor *g = gc_forward_vs_ref(&ctx, b_pw, in, &a, naive_pw);
     for (int64_t i = 20 * D; i < 24 * D; i++) GF_CHECK(g->data[i] == 0.0f, "padding must get g = 0");
     /* perturb token 10 (window [8, 16)): only positions 8..15 change, all of them */
     for (int i = 0; i < R; i++) in[0]->data[10 * R + i] += 1.0f;
@@ -120,7 +102,6 @@ GF_TEST(grad, plucker_window_locality) {
     for (int i = 0; i < R; i++) in[0]->data[21 * R + i] += 1.0f;
     gf_tensor *g3 = b_pw(&ctx, in, &a);
     GF_CHECK(memcmp(g2->data, g3->data, (size_t)(L * D) * sizeof(float)) == 0, "padding changed g");
-    free(ref);
     gf_ctx_free(&ctx);
     for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
 }

@@ -82,6 +82,7 @@ void rel_gflow_limited(rel_result *res, const rel_limits *lim, const char *const
     if (e) {
         snprintf(res->err, sizeof res->err, "%s", e);
         for (size_t i = 0; i < n; i++) res->err_lines += e[i] == '\n';
+        snprintf(res->first, sizeof res->first, "%.*s", (int)strcspn(res->err, "\n"), res->err);
         free(e);
     }
     unlink(errp);

@@ -18,6 +18,7 @@ typedef struct rel_result {
     int signal;      /* terminating signal, 0 when it exited */
     char err[8192];  /* stderr (truncated) */
     int err_lines;   /* newline count of stderr */
+    char first[8192]; /* stderr's first line (a message names its file, key or option there) */
 } rel_result;
 
 /* Run `gflow ARGS...` (NULL-terminated argv without argv[0]) to completion.

@@ -35,11 +35,7 @@ static void check_case(const recipe_case *c, size_t n) {
     }
     rel_result res;
     rel_gflow(&res, 0, args);
-    char first[8192];
-    memcpy(first, res.err, sizeof first);
-    char *nl = strchr(first, '\n');
-    if (nl) *nl = 0;
-    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(first, c->needle1) && strstr(first, c->needle2),
+    GF_CHECK(res.exit_code == 1 && res.err_lines == 1 && strstr(res.first, c->needle1) && strstr(res.first, c->needle2),
              "%s%.60s: exit %d (signal %d), want 1 and one line with '%s' and '%s': %s", c->text ? "" : "--set ",
              c->text ? c->text : c->set, res.exit_code, res.signal, c->needle1, c->needle2, res.err);
 }

@@ -4,14 +4,10 @@
 # overlap; a process that fails makes its row FAILED (never a number); a configuration past the
 # budget is NOT REACHED; bad options are exit 2.
 set -uo pipefail
-root=$1 gflow=$(realpath "$2")
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 # shellcheck source=tests/tools/tiny_lm.sh
-source "$root/tests/tools/tiny_lm.sh"
+source "$1/tests/tools/tiny_lm.sh"
+tool_test "$1" "$2"
 tiny_lm "$tmp"
-export GFLOW=$gflow
 m=(--recipe "$tmp/tiny.ini" --device cpu --no-mps --steps 3 --warmup 1)
 "$root/tools/gpu_many.sh" "$tmp/o1" "${m[@]}" --ns "1 2" --budget 120 >"$tmp/log1" 2>&1; rc=$?
 t=$tmp/o1/many.md

@@ -5,14 +5,10 @@
 # stops a run (SIGTERM), its files still come back, and the next call resumes it to its end;
 # a bad recipe or a missing argument is exit 2.
 set -uo pipefail
-root=$1 gflow=$(realpath "$2")
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 # shellcheck source=tests/tools/tiny_lm.sh
-source "$root/tests/tools/tiny_lm.sh"
+source "$1/tests/tools/tiny_lm.sh"
+tool_test "$1" "$2"
 tiny_lm "$tmp"
-export GFLOW=$gflow
 cpu=(--set run.device=cpu)
 "$root/tools/gpu_paper.sh" "$tmp/out" "$tmp/tiny.ini" "${cpu[@]}" --set run.name=t1 >"$tmp/log1" 2>&1; rc=$?
 check "a whole run: exit 0 (got $rc)" '[ "$rc" = 0 ]'

@@ -5,12 +5,9 @@
 # any name, is done and not run; finished runs come back in study.tar.gz with their probe tables;
 # a second call on the results of the first runs nothing; a bad key is exit 2.
 set -uo pipefail
-root=$1 gflow=$(realpath "$2")
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 # shellcheck source=tests/tools/tiny_lm.sh
-source "$root/tests/tools/tiny_lm.sh"
+source "$1/tests/tools/tiny_lm.sh"
+tool_test "$1" "$2"
 tiny_lm "$tmp" 2 1   # two layers: probe curvature needs them
 mkdir -p "$tmp/abl"
 cat >"$tmp/abl/one.ini" <<INI
@@ -30,7 +27,6 @@ seeds = 2, 3
 [variant transformer]
 model.family = transformer
 INI
-export GFLOW=$gflow
 cpu=(--set run.device=cpu)
 # a committed run of the base recipe under another name and directory: one-base is done
 mkdir -p "$tmp/results/old-name"

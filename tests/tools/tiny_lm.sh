@@ -1,7 +1,20 @@
-# tests/tools/tiny_lm.sh — sourced by the tools' tests: the tiny language model they train on the
-# CPU in seconds. tiny_lm DIR [LAYERS] [EPOCHS] writes DIR/data/{train,valid,test}.txt (three
-# random words and a full stop a line) and DIR/tiny.ini (the word tokenizer, a GrassmannLM of
-# LAYERS layers, default 1, d 16, L 16, batch 4, EPOCHS epochs, default 2; runs in DIR/runs).
+# tests/tools/tiny_lm.sh — sourced by the tools' tests and tests/mpi/test_mpi.sh: the tiny language
+# model they train on the CPU in seconds, and what the tools' tests share.
+#
+# tool_test ROOT GFLOW sets root, gflow (absolute) and GFLOW (exported, as the tools read it),
+# tmp (a directory removed at exit) and fail=0; check NAME CONDITION prints "ok   NAME" or
+# "FAIL NAME" (and sets fail=1) as CONDITION, eval'd, holds or not.
+tool_test() {
+  root=$1 gflow=$(realpath "$2")
+  export GFLOW=$gflow
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  fail=0
+}
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+
+# tiny_lm DIR [LAYERS] [EPOCHS] writes DIR/data/{train,valid,test}.txt (three random words and a
+# full stop a line) and DIR/tiny.ini (the word tokenizer, a GrassmannLM of LAYERS layers, default
+# 1, d 16, L 16, batch 4, EPOCHS epochs, default 2; runs in DIR/runs).
 tiny_lm() {
   local dir=$1 layers=${2:-1} epochs=${3:-2} s n i
   local words=(the cat dog sat ran on a mat and then big small red blue)

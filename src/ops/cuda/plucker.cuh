@@ -54,6 +54,26 @@ __device__ static inline float plk_block_sum(float v, float *red) {
     return s;
 }
 
+/* One partner of the block's row a (the forward kernels' inner step): loads it from src into c,
+ * adds p = a ∧ c, scaled by 1 / max(|p|, eps) where normalize (else 1), to pb and returns |p|.
+ * pr: the pair table. Holds __syncthreads: call it from every thread. */
+__device__ static inline float plk_add_partner(const float *a, float *c, const float *src, const uint32_t *pr,
+                                               float *pb, float *red, int R, int P, float eps, int normalize) {
+    const int tid = threadIdx.x, T = blockDim.x;
+    __syncthreads(); /* a is loaded; the previous partner's c is no longer read */
+    for (int i = tid; i < R; i += T) c[i] = src[i];
+    __syncthreads();
+    float ss = 0.0f;
+    for (int k = tid; k < P; k += T) {
+        const float p = plk_p(a, c, pr[k]);
+        ss += p * p;
+    }
+    const float nrm = sqrtf(plk_block_sum(ss, red));
+    const float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+    for (int k = tid; k < P; k += T) pb[k] += plk_p(a, c, pr[k]) * s;
+    return nrm;
+}
+
 /* Σ_j M_ij w_j for the antisymmetric M with M_ij = dp_k (k = pair (i, j), i < j), M_ji = -dp_k.
  * Through p = a ∧ c (da_i += dp_k c_j, da_j -= dp_k c_i, dc_i -= dp_k a_j, dc_j += dp_k a_i):
  * the gradient reaching a is M c (w = c), the one reaching c is -M a (w = a). */

@@ -61,18 +61,8 @@ __global__ static void pm_fwd(float *pbar, float *norms, const float *z, const i
             if (tid == 0) norms[r * NW + q] = 0.0f;
             continue;
         }
-        __syncthreads(); /* a is loaded; the previous offset's c is no longer read */
-        for (int i = tid; i < R; i += T) c[i] = zt[(int64_t)i - d * R];
-        __syncthreads();
-        float ss = 0.0f;
-        for (int k = tid; k < P; k += T) {
-            const float p = plk_p(a, c, pr[k]);
-            ss += p * p;
-        }
-        const float nrm = sqrtf(plk_block_sum(ss, red));
+        const float nrm = plk_add_partner(a, c, zt - d * R, pr, pb, red, R, P, eps, normalize);
         if (tid == 0) norms[r * NW + q] = nrm;
-        const float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
-        for (int k = tid; k < P; k += T) pb[k] += plk_p(a, c, pr[k]) * s;
         cnt++;
     }
     const float inv = cnt > 1 ? 1.0f / (float)cnt : 1.0f; /* cnt == 0: pb stayed 0 */
@@ -198,13 +188,7 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     cu_gemm_rm(ctx, 0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
 
     gf_tensor *in[3] = {z, w, b};
-    gf_node *n = gf_tape_record(ctx, &plucker_mix_cuda, g, 3, in);
-    if (n) {
-        n->saved = sv;
-        n->ip[0] = NW;
-        n->ip[1] = normalize;
-        n->ip[2] = minoff;
-        n->fp[0] = eps;
-    }
+    const int64_t ip[3] = {NW, normalize, minoff};
+    gf_record_op(ctx, &plucker_mix_cuda, g, 3, in, sv, 3, ip, eps);
     return g;
 }

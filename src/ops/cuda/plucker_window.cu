@@ -77,17 +77,7 @@ __global__ static void pw_fwd(float *pbar, int32_t *cnt_out, const float *z, con
     }
     for (int64_t s = lo; s < hi; s++) {
         if (s == t || !pw_real(mask, row + s)) continue; /* the same for the whole block */
-        __syncthreads(); /* a is loaded; the previous partner's c is no longer read */
-        for (int i = tid; i < R; i += T) c[i] = z[(row + s) * R + i];
-        __syncthreads();
-        float ss = 0.0f;
-        for (int k = tid; k < P; k += T) {
-            const float p = plk_p(a, c, pr[k]);
-            ss += p * p;
-        }
-        const float nrm = sqrtf(plk_block_sum(ss, red));
-        const float sc = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
-        for (int k = tid; k < P; k += T) pb[k] += plk_p(a, c, pr[k]) * sc;
+        plk_add_partner(a, c, z + (row + s) * R, pr, pb, red, R, P, eps, normalize);
     }
     const float inv = 1.0f / (float)cnt;
     for (int k = tid; k < P; k += T) pt[k] = pb[k] * inv;
@@ -206,14 +196,7 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
         cu_gemm_rm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 
     gf_tensor *in[3] = {z, w, b};
-    gf_node *n = gf_tape_record(ctx, &plucker_window_cuda, g, 3, in);
-    if (n) {
-        n->saved = sv;
-        n->ip[0] = heads;
-        n->ip[1] = window;
-        n->ip[2] = stride;
-        n->ip[3] = normalize;
-        n->fp[0] = eps;
-    }
+    const int64_t ip[4] = {heads, window, stride, normalize};
+    gf_record_op(ctx, &plucker_window_cuda, g, 3, in, sv, 4, ip, eps);
     return g;
 }
