@@ -1,7 +1,7 @@
 /* test_text.c — dataset = text: the token stream built in parallel is the serial one on any
  * thread count, bad text names its file and line (across parts and blocks), one file splits on
- * line boundaries and is split again when it changes, and the CLI trains, evaluates and samples
- * on a text recipe, reusing its token cache. */
+ * line boundaries and is split again when it changes, and the CLI trains, evaluates, samples
+ * and ablates on a text recipe, reusing its token cache. */
 #include "gf_test.h"
 #include "gflow/data.h"
 #include "gflow/threads.h"
@@ -180,8 +180,8 @@ static ino_t test_cache_inode(const char *d) {
     return ino;
 }
 
-/* the CLI on a text recipe: train a few steps, evaluate and sample; a second command reads the
- * token caches, a changed corpus is split and tokenized again */
+/* the CLI on a text recipe: train a few steps, evaluate, sample and ablate; a second command
+ * reads the token caches, a changed corpus is split and tokenized again */
 GF_TEST(smoke, text_recipe_trains_evaluates_samples_and_reuses_its_cache) {
     const char *d = dir_of("cli");
     char src[900], ini[900], run[900];
@@ -202,6 +202,16 @@ GF_TEST(smoke, text_recipe_trains_evaluates_samples_and_reuses_its_cache) {
                  test_cache_inode(d) == built, "eval reads the cache: %s", r.err);
     rel_gflow(&r, 0, (const char *const[]){"sample", run, "--prompt", "the cat", "--tokens", "8", NULL});
     GF_CHECK(r.exit_code == 0, "sample: %s", r.err);
+    char abl[900], sum[900], ab_text[1200];
+    snprintf(abl, sizeof abl, "%s/ab.ini", d);
+    snprintf(ab_text, sizeof ab_text, "[ablation]\nname = ab\nbase = t.ini\nout_dir = %s/runs\n\n[variant tf]\n"
+             "model.family = transformer\n", d);
+    gf_test_write_text(abl, ab_text);
+    rel_gflow(&r, 0, (const char *const[]){"ablate", abl, "--quiet", NULL});
+    snprintf(sum, sizeof sum, "%s/runs/ab/summary.md", d);
+    char *md = gf_test_slurp(sum, NULL);
+    GF_CHECK(r.exit_code == 0 && md && strstr(md, "tf"), "ablate: %s", r.err);
+    free(md);
     /* its test part changed (same size, the train part and so the tokenizer unchanged) */
     size_t n = 0;
     char *text = gf_test_slurp(src, &n);
