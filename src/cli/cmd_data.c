@@ -68,8 +68,11 @@ static int data_list(void) {
 
 /* a data set of the table that fetch gets, or BERT's vocabulary */
 static int fetchable(const char *name) {
-    const gf_dataset_info *d = gf_dataset_by_name(name);
-    return (d && d->fetch && !strcmp(d->fetch, name)) || !strcmp(name, "bert-base-uncased");
+    for (int i = 0; i < GF_DS_COUNT; i++) {
+        const char *f = gf_dataset_get((gf_dataset)i)->fetch;
+        if (f && !strcmp(f, name)) return 1;
+    }
+    return !strcmp(name, "bert-base-uncased");
 }
 
 int gf_cmd_data(int argc, char **argv) {
