@@ -134,9 +134,12 @@ static inline int32_t gf_tokens_at(const gf_tokens *t, int64_t i) {
     return t->width == 2 ? (int32_t)((const uint16_t *)t->data)[i] : ((const int32_t *)t->data)[i];
 }
 int gf_tokens_width(int64_t vocab);
-/* ids [start, start+n) as int32 into out. A mapped stream's pages read are handed back to the
- * page cache (madvise DONTNEED), so reading windows in any order keeps the RSS flat. */
+/* ids [start, start+n) as int32 into out. */
 void gf_tokens_copy(const gf_tokens *t, int64_t start, int64_t n, int32_t *out);
+/* A mapped stream's pages go back to the page cache (madvise DONTNEED; they stay cached, a later
+ * read maps them again): the LM loader calls it after each batch, so reading windows in any
+ * order keeps the RSS flat. No-op for a malloc'd stream. */
+void gf_tokens_release(const gf_tokens *t);
 void gf_tokens_free(gf_tokens *t);
 
 /* Token cache file: a 160-byte header {magic "GFTOKCA\0", version 2, tokenizer key, source-file

@@ -33,13 +33,13 @@ void gf_tokens_copy(const gf_tokens *t, int64_t start, int64_t n, int32_t *out) 
     if (t->width == 4) memcpy(out, (const int32_t *)t->data + start, (size_t)n * sizeof *out);
     else
         for (int64_t i = 0; i < n; i++) out[i] = ((const uint16_t *)t->data)[start + i];
-    if (!t->map) return;
-    /* hand the pages read back to the page cache: a mapped stream read in shuffled windows
-     * would otherwise stay resident page by page, and the RSS grow to the cache's size */
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)t->data + (uintptr_t)start * (uintptr_t)t->width, hi = lo + (uintptr_t)n * (uintptr_t)t->width;
-    lo &= ~(pg - 1);
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void gf_tokens_release(const gf_tokens *t) {
+    /* the whole mapping, not the pages read: a fault maps the cached pages around it too
+     * (fault-around, large folios), how many is the kernel's choice; unmapping what is not
+     * mapped costs next to nothing */
+    if (t->map) madvise(t->map, t->map_len, MADV_DONTNEED);
 }
 
 /* ---- the cache file ---- */

@@ -105,6 +105,7 @@ gf_status gf_lm_loader_next(gf_lm_loader *ld, int32_t *batch, int64_t B, int64_t
         }
     }
     for (int64_t k = r * W; k < B * W; k++) batch[k] = GF_IGNORE_ID;
+    gf_tokens_release(ld->tokens);
     *n_rows = r;
     return GF_OK;
 }

@@ -189,12 +189,14 @@ static double unigram_ppl(const gf_session *s, gf_split split) {
     for (int64_t i = 0; i < tr->n; i += 65536) {
         int64_t n = tr->n - i < 65536 ? tr->n - i : 65536;
         gf_tokens_copy(tr, i, n, blk);
+        gf_tokens_release(tr);
         for (int64_t k = 0; k < n; k++) cnt[blk[k]] += 1.0;
     }
     double tot = (double)tr->n + (double)V, nll = 0.0;
     for (int64_t i = 1; i < ev->n; i += 65536) {
         int64_t n = ev->n - i < 65536 ? ev->n - i : 65536;
         gf_tokens_copy(ev, i, n, blk);
+        gf_tokens_release(ev);
         for (int64_t k = 0; k < n; k++) nll -= log((cnt[blk[k]] + 1.0) / tot);
     }
     free(cnt);

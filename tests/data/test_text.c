@@ -7,6 +7,7 @@
 #include "gflow/threads.h"
 #include "reliability/rel_util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,4 +253,50 @@ GF_TEST(data, text_missing_empty_and_small_splits_refused) {
     rel_gflow(&r, 0, (const char *const[]){"train", ini, "--set", "train.batch_size=200", "--set", "run.name=b", NULL});
     GF_CHECK(r.exit_code != 0 && strstr(r.err, "tr.txt: 917 tokens make 114 windows of [data] seq_len 8, fewer than one "
                                         "batch ([train] batch_size 200)"), "small: %s", r.err);
+}
+
+/* kB of the mapping at addr resident in this process (its Rss in /proc/self/smaps), -1 when not found */
+static long mapping_rss_kb(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512], want[32];
+    snprintf(want, sizeof want, "%lx-", (unsigned long)(uintptr_t)addr);
+    long kb = -1;
+    int in = 0;
+    while (f && kb < 0 && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, want, strlen(want))) in = 1;
+        else if (in && !strncmp(line, "Rss:", 4)) kb = strtol(line + 4, NULL, 10);
+    }
+    if (f) fclose(f);
+    return kb;
+}
+
+/* a mapped token cache read window by window, in shuffled order, over a whole epoch: the pages
+ * read go back to the page cache, the RSS does not grow with the stream */
+GF_TEST(data, text_mapped_stream_keeps_the_rss_flat) {
+    const char *d = dir_of("rss");
+    char path[900];
+    snprintf(path, sizeof path, "%s/big.tok", d);
+    gf_ids ids = {0};
+    for (int64_t i = 0; i < 10000000; i++) GF_REQUIRE_OK(gf_ids_push(&ids, (int32_t)(i % 50000)));
+    uint8_t sha[32] = {0};
+    GF_REQUIRE_OK(gf_token_cache_write(path, "word:50000:0123456789abcdef", sha, 2, &ids)); /* 20 MB */
+    gf_ids_free(&ids);
+    gf_tokens t = {0};
+    GF_REQUIRE_OK(gf_token_cache_open(path, "word:50000:0123456789abcdef", sha, &t));
+    const long before = mapping_rss_kb(t.map);
+    gf_lm_loader *ld = NULL;
+    GF_REQUIRE_OK(gf_lm_loader_new(&ld, &t, 127, 1, 0, 3));
+    static int32_t batch[64 * 128];
+    int64_t rows = 0, seen = 0, bad = 0;
+    do {
+        GF_REQUIRE_OK(gf_lm_loader_next(ld, batch, 64, &rows));
+        for (int64_t r = 0; r < rows; r++) bad += batch[r * 128 + 1] != (batch[r * 128] + 1) % 50000;
+        seen += rows;
+    } while (rows);
+    const long after = mapping_rss_kb(t.map);
+    GF_CHECK(seen == gf_lm_loader_n_windows(ld) && !bad, "%lld windows read, %lld wrong", (long long)seen, (long long)bad);
+    GF_CHECK(before >= 0 && after >= 0 && after - before < 1024, "the 20 MB mapping: %ld kB resident before, %ld kB "
+             "after reading all of it", before, after);
+    gf_lm_loader_free(ld);
+    gf_tokens_free(&t);
 }
