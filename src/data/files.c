@@ -1,5 +1,5 @@
-/* files.c — sha256 (OpenSSL libcrypto EVP), the table of recorded dataset
- * checksums (kept equal to datasets/fetch.sh), split paths. */
+/* files.c — sha256 (OpenSSL libcrypto EVP), the file checks and split paths (the recorded
+ * sums and file names are the data set table's: datasets.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,22 +61,6 @@ gf_status gf_sha256_verify(const char *path, const char *expected_hex) {
     return GF_OK;
 }
 
-/* Same sums as datasets/fetch.sh and the dataset cards. */
-static const struct { const char *name, *sha; } known[] = {
-    {"wiki.train.tokens", "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"},
-    {"wiki.valid.tokens", "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"},
-    {"wiki.test.tokens", "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"},
-    {"snli_1.0_dev.txt", "3b3482d555af6bc25305a0d100d8ee8a4434c4ba784b4087e6564b9fc062c330"},
-    {"snli_1.0_test.txt", "fe1e49f8b128aee1c78ce8a378aa0e48462e7ceecf328700c12515971a78a6b5"},
-    {"snli_1.0_train_0.01.txt", "a79d2105cc2d399d151d59e0fe4f0e5aff9ce6d2795aaafe24a0ce40c71f0cd5"},
-};
-
-const char *gf_data_known_sha256(const char *basename) {
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (strcmp(known[i].name, basename) == 0) return known[i].sha;
-    return NULL;
-}
-
 gf_status gf_data_verify(const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) return gf_error_set(GF_E_NOTFOUND, "%s: %s", path, strerror(errno));
@@ -102,28 +86,27 @@ gf_status gf_split_parse(const char *s, gf_split *out) {
 
 gf_status gf_data_split_path(const char *data_dir, gf_dataset ds, gf_split split, char *path,
                              size_t cap) {
-    static const char *wt[] = {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"};
-    static const char *sn[] = {"snli_1.0_train.txt", "snli_1.0_dev.txt", "snli_1.0_test.txt"};
-    const char *sub = ds == GF_DS_WIKITEXT2 ? "wikitext-2" : "snli_1.0";
-    const char *file = ds == GF_DS_WIKITEXT2 ? wt[split] : sn[split];
-    const char *dsname = ds == GF_DS_WIKITEXT2 ? "wikitext2" : "snli";
-    int w = snprintf(path, cap, "%s/%s/%s", data_dir, sub, file);
+    const gf_dataset_info *d = gf_dataset_get(ds);
+    char rel[512];
+    if (!gf_dataset_default_file(ds, split, rel, sizeof rel))
+        return gf_error_set(GF_E_INVALID, "data set %s has no %s file of its own (the recipe names it)",
+                            d ? d->name : "?", gf_split_name(split));
+    int w = snprintf(path, cap, "%s/%s", data_dir, rel);
     if (w < 0 || (size_t)w >= cap) return gf_error_set(GF_E_INVALID, "data path too long: %s", data_dir);
     struct stat sb;
     if (stat(path, &sb) == 0) return GF_OK;
-    if (ds == GF_DS_SNLI && split == GF_SPLIT_TRAIN) {
+    if (d->extra.name && split == GF_SPLIT_TRAIN) {
         char alt[4096];
-        snprintf(alt, sizeof alt, "%s/snli_1.0/snli_1.0_train_0.01.txt", data_dir);
+        snprintf(alt, sizeof alt, "%s/%s/%s", data_dir, d->dir, d->extra.name);
         if (stat(alt, &sb) == 0)
             return gf_error_set(GF_E_NOTFOUND,
-                                "SNLI train split missing: %s does not exist; only the 1%% sample "
+                                "%s train split missing: %s does not exist; only the sample "
                                 "%s is present (point the recipe's train file at it and label "
-                                "results as 1%%-data runs)",
-                                path, alt);
+                                "results as sample-data runs)",
+                                d->name, path, alt);
     }
     return gf_error_set(GF_E_NOTFOUND,
                         "%s %s split missing: %s does not exist (run `datasets/fetch.sh %s %s`, "
                         "or `gflow data fetch %s`; other splits are unaffected)",
-                        dsname, split == GF_SPLIT_TRAIN ? "train" : split == GF_SPLIT_VALID ? "valid" : "test",
-                        path, dsname, data_dir, dsname);
+                        d->name, gf_split_name(split), path, d->fetch, data_dir, d->fetch);
 }

@@ -41,6 +41,14 @@ gf_status gf_text_check(const char *what, int64_t line, size_t col0, const char 
                         col0 + bad + 1);
 }
 
+gf_status gf_line_check(const char *path, int64_t line, const char *s, size_t n) {
+    if (n > 0 && s[n - 1] == '\r')
+        return gf_error_set(GF_E_PARSE, "%s:%lld: a CRLF line end (\"\\r\\n\"): gflow reads text with LF line ends "
+                            "only; convert the file first (dos2unix FILE, or sed -i 's/\\r$//' FILE)", path,
+                            (long long)line);
+    return gf_text_check(path, line, 0, s, n);
+}
+
 gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -54,7 +62,7 @@ gf_status gf_data_for_each_line(const char *path, gf_line_fn fn, void *ctx) {
         lineno++;
         size_t len = (size_t)got;
         if (line[len - 1] == '\n') len--;
-        s = gf_text_check(path, lineno, 0, line, len);
+        s = gf_line_check(path, lineno, line, len);
         if (s == GF_OK) s = fn(ctx, line, len, lineno);
         if (s != GF_OK) break;
     }

@@ -54,7 +54,12 @@ extern "C" gf_status gf_spm_train(const char *input_path, int64_t vocab_size, co
             {"vocab_size", std::to_string(vocab_size)},
             {"model_type", model_type},
             {"num_threads", "2"},
+            // a large corpus: a shuffled sample of at most 1M lines, so training never holds it whole
+            // (a corpus of fewer lines, WikiText-2's 36,718, is read whole and trains the same model)
+            {"input_sentence_size", "1000000"},
+            {"shuffle_input_sentence", "true"},
         };
+        sentencepiece::SetRandomGeneratorSeed(1); // the sample, and so the model, the same every time
         if (user_symbols && *user_symbols) {
             kw["user_defined_symbols"] = user_symbols;
             kw["unk_piece"] = "<sp_unk>";

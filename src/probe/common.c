@@ -143,8 +143,7 @@ gf_status gf_probe_open(gf_probe_run *p, const char *run_dir, const gf_probe_opt
     gf_session_warn_split_changed(&p->s, p->ckpt, GF_SPLIT_VALID);
     GF_TRY(gf_session_load_split(&p->s, GF_SPLIT_VALID, o->log));
     gf_lm_loader *ld = NULL;
-    const gf_ids *ids = gf_session_tokens(&p->s, GF_SPLIT_VALID);
-    GF_TRY(gf_lm_loader_new(&ld, ids->data, ids->n, p->L, 1, 0, o->seed));
+    GF_TRY(gf_lm_loader_new(&ld, gf_session_tokens(&p->s, GF_SPLIT_VALID), p->L, 1, 0, o->seed));
     int64_t have = gf_lm_loader_n_windows(ld);
     p->W = windows < have ? windows : have;
     p->win = malloc((size_t)(p->W * (p->L + 1)) * sizeof(int32_t));

@@ -501,6 +501,39 @@ static gf_status model_issue(const resolve_ctx *rc, const gf_cfg_issue *is) {
     return key_error(rc, "model", is->key, "%s", is->why);
 }
 
+/* [data]'s files from the data set table (gflow/datasets.def): its own split files where the
+ * recipe names none, its tokenizer corpus; text names its files: three, or one with fractions. */
+static gf_status data_files(resolve_ctx *rc) {
+    gf_recipe *r = rc->r;
+    const gf_dataset_info *d = gf_dataset_get(r->data.dataset);
+    char *slots[3] = {r->data.train_file, r->data.valid_file, r->data.test_file};
+    static const char *const keys[3] = {"train_file", "valid_file", "test_file"};
+    const int one = r->data.file[0] != 0;
+    if (one && d->split[0].name)
+        return key_error(rc, "data", "file", "applies to dataset = text only (%s has its own files)", d->name);
+    const double fv = r->data.valid_fraction, ft = r->data.test_fraction;
+    if (!one && (fv > 0 || ft > 0))
+        return key_error(rc, "data", fv > 0 ? "valid_fraction" : "test_fraction", "applies to [data] file only");
+    if (one && (fv <= 0 || ft <= 0))
+        return key_error(rc, "data", fv <= 0 ? "valid_fraction" : "test_fraction",
+                         "must be > 0 with [data] file (the share of its bytes for that split)");
+    if (one && fv + ft >= 1)
+        return key_error(rc, "data", "test_fraction", "valid_fraction + test_fraction = %g leaves no train split; "
+                         "their sum must be < 1", fv + ft);
+    for (int i = 0; i < 3; i++) {
+        if (one && slots[i][0])
+            return key_error(rc, "data", keys[i], "set beside [data] file; name one file to split, or three files");
+        if (!one && !slots[i][0] && !gf_dataset_default_file(r->data.dataset, (gf_split)i, slots[i], GF_RECIPE_STR))
+            return key_error(rc, "data", keys[i], "required for dataset = %s (or [data] file with valid_fraction and "
+                             "test_fraction)", d->name);
+    }
+    if (!r->tokenizer.train_file[0] && d->tokenizer) {
+        snprintf(r->tokenizer.train_file, GF_RECIPE_STR, "%s", d->tokenizer);
+        derive(rc, "tokenizer", "train_file", "the data set's");
+    }
+    return GF_OK;
+}
+
 static gf_status finish(resolve_ctx *rc) {
     gf_recipe *r = rc->r;
     for (int i = 0; i < gf_recipe_n_keys; i++) {
@@ -508,14 +541,8 @@ static gf_status finish(resolve_ctx *rc) {
         if (!k->def && !rc->set[i])
             return gf_error_set(GF_E_INVALID, "%s: [%s] %s: required key missing", rc->top, k->section, k->key);
     }
-    static const char *const files[2][3] = {
-        {"wikitext-2/wiki.train.tokens", "wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"},
-        {"snli_1.0/snli_1.0_train.txt", "snli_1.0/snli_1.0_dev.txt", "snli_1.0/snli_1.0_test.txt"},
-    };
-    const int ds = r->data.dataset == GF_DS_SNLI;
-    char *slots[3] = {r->data.train_file, r->data.valid_file, r->data.test_file};
-    for (int i = 0; i < 3; i++)
-        if (!slots[i][0]) snprintf(slots[i], GF_RECIPE_STR, "%s", files[ds][i]);
+    GF_TRY(data_files(rc));
+    const int ds = gf_dataset_get(r->data.dataset)->kind == GF_DSK_PAIRS;
     if (r->model.max_len == 0) {
         r->model.max_len = ds ? r->data.max_sentence_len : r->data.seq_len;
         derive(rc, "model", "max_len", ds ? "max_sentence_len" : "seq_len");
@@ -531,11 +558,11 @@ static gf_status finish(resolve_ctx *rc) {
     if (ds) { /* the NLI encoder's blocks are always pre-LN, gated, with Pluecker features (gf_nli) */
         if (r->model.family == GF_FAMILY_GRASSMANN && (!r->model.gate || !r->model.plucker))
             return key_error(rc, "model", r->model.gate ? "plucker" : "gate",
-                             "false is an ablation of the language model only (dataset wikitext2); the snli "
+                             "false is an ablation of the language model only (wikitext2, text); the snli "
                              "encoder is always gated, with Pluecker features");
         if (rc->set[key_index("model", "block")] && r->model.block != GF_NLI_BLOCK)
-            return key_error(rc, "model", "block", "post_ln is a layout of the language model only (dataset "
-                             "wikitext2); the snli encoder's blocks are pre_ln");
+            return key_error(rc, "model", "block", "post_ln is a layout of the language model only (wikitext2, "
+                             "text); the snli encoder's blocks are pre_ln");
         r->model.block = GF_NLI_BLOCK; /* the default post_ln, recorded as what runs */
         derive(rc, "model", "block", "snli encoders are pre_ln");
     }
@@ -694,8 +721,43 @@ const char *gf_recipe_data_dir(const gf_recipe *r) {
     return data;
 }
 
+/* rel under the data directory; an absolute rel as it is */
+static void data_path(const gf_recipe *r, const char *rel, char *path, size_t cap) {
+    if (rel[0] == '/') snprintf(path, cap, "%s", rel);
+    else snprintf(path, cap, "%s/%s", gf_recipe_data_dir(r), rel);
+}
+
+void gf_recipe_text_source(const gf_recipe *r, char *path, size_t cap) { data_path(r, r->data.file, path, cap); }
+
+void gf_recipe_text_split_dir(const gf_recipe *r, char *dir, size_t cap) {
+    char src[2 * PATH_MAX], hex[65];
+    uint8_t d[32];
+    gf_recipe_text_source(r, src, sizeof src);
+    gf_sha256_buf(src, strlen(src), d); /* two corpora of one name in two places: two directories */
+    gf_sha256_to_hex(d, hex);
+    const char *base = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
+    snprintf(dir, cap, "%s/text/%s.%.12s.v%g.t%g", gf_recipe_cache_dir(r), base, hex, r->data.valid_fraction,
+             r->data.test_fraction);
+}
+
+void gf_recipe_split_path(const gf_recipe *r, gf_split split, char *path, size_t cap) {
+    if (r->data.file[0]) {
+        char dir[2 * PATH_MAX];
+        gf_recipe_text_split_dir(r, dir, sizeof dir);
+        snprintf(path, cap, "%s/%s.txt", dir, gf_split_name(split));
+        return;
+    }
+    const char *rel = split == GF_SPLIT_TRAIN ? r->data.train_file
+                      : split == GF_SPLIT_VALID ? r->data.valid_file : r->data.test_file;
+    data_path(r, rel, path, cap);
+}
+
 void gf_recipe_tokenizer_path(const gf_recipe *r, char *path, size_t cap) {
-    snprintf(path, cap, "%s/%s", gf_recipe_data_dir(r), r->tokenizer.train_file);
+    if (!r->tokenizer.train_file[0]) { /* the data set's train split (text) */
+        gf_recipe_split_path(r, GF_SPLIT_TRAIN, path, cap);
+        return;
+    }
+    data_path(r, r->tokenizer.train_file, path, cap);
     const char *env = getenv("GFLOW_DATA_MIRROR");
     if (r->data.dir[0] || !env || !*env || access(path, F_OK) == 0) return;
     char data[PATH_MAX], cache[PATH_MAX], alt[2 * PATH_MAX];

@@ -11,7 +11,12 @@ _Static_assert(sizeof(gf_dataset) == sizeof(int) && sizeof(gf_split) == sizeof(i
                    sizeof(gf_device) == sizeof(int) && sizeof(gf_precision) == sizeof(int),
                "enum fields are written through int*");
 
-static const gf_rk_enum_val e_dataset[] = {{"wikitext2", GF_DS_WIKITEXT2}, {"snli", GF_DS_SNLI}, {0, 0}};
+/* the data set table's names (gflow/datasets.def) */
+static const gf_rk_enum_val e_dataset[] = {
+#define GF_DATASET(id, name, ...) {name, GF_DS_##id},
+#include "gflow/datasets.def"
+#undef GF_DATASET
+    {0, 0}};
 static const gf_rk_enum_val e_tok[] = {{"spm", GF_TOK_SPM}, {"word", GF_TOK_WORD},
                                        {"wordpiece", GF_TOK_WORDPIECE}, {0, 0}};
 static const gf_rk_enum_val e_spm[] = {{"bpe", GF_SPM_BPE}, {"unigram", GF_SPM_UNIGRAM}, {0, 0}};
@@ -75,16 +80,22 @@ const gf_recipe_key gf_recipe_schema[] = {
       "else OpenBLAS on the rounded inputs). Weights, gradients, AdamW, norms, softmax and the loss stay "
       "fp32; checkpoints hold fp32. Part of the run's identity. On the GPU: cublasGemmEx, bf16 tensor cores."),
 
-    K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset, "Task: language modelling on WikiText-2, or SNLI classification."),
+    K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset,
+      "Data set (`gflow data list`): wikitext2 (language model), snli (sentence-pair classification) or text "
+      "(a language model on your own UTF-8 files: train_file, valid_file and test_file, or file with "
+      "valid_fraction and test_fraction; docs/datasets.md)."),
     K(data, dir, STRING, "", 0, 0, 0, 0, "Data directory; empty = $GFLOW_DATA_MIRROR, else where `gflow data fetch` puts data "
       "($GFLOW_DATA_DIR; installed: ~/.local/share/gflow/data; a build directory: datasets/data of its source tree)."),
     K(data, train_file, STRING, "", 0, 0, 0, 0,
-      "Train split, relative to dir; empty = dataset default (wikitext-2/wiki.train.tokens, "
-      "snli_1.0/snli_1.0_train.txt)."),
-    K(data, valid_file, STRING, "", 0, 0, 0, 0,
-      "Validation split; empty = dataset default (wikitext-2/wiki.valid.tokens, snli_1.0/snli_1.0_dev.txt)."),
-    K(data, test_file, STRING, "", 0, 0, 0, 0,
-      "Test split; empty = dataset default (wikitext-2/wiki.test.tokens, snli_1.0/snli_1.0_test.txt)."),
+      "Train split, relative to dir (or absolute); empty = the data set's own (`gflow data list`)."),
+    K(data, valid_file, STRING, "", 0, 0, 0, 0, "Validation split; empty = the data set's own."),
+    K(data, test_file, STRING, "", 0, 0, 0, 0, "Test split; empty = the data set's own."),
+    K(data, file, STRING, "", 0, 0, 0, 0,
+      "text: one corpus file (relative to dir, or absolute) split on line boundaries into train, valid and "
+      "test: its last test_fraction of bytes is test, the valid_fraction before that valid (instead of "
+      "train_file, valid_file and test_file)."),
+    K(data, valid_fraction, FLOAT, "0", 0, 1, MIN | MAXX, 0, "text with file: the share of its bytes for valid."),
+    K(data, test_fraction, FLOAT, "0", 0, 1, MIN | MAXX, 0, "text with file: the share of its bytes for test."),
     K(data, seq_len, INT, "128", 1, GF_RECIPE_MAX_LEN, MIN | MAX, 0, "LM window L: predictions per training sequence."),
     K(data, max_sentence_len, INT, "48", 1, GF_RECIPE_MAX_LEN, MIN | MAX, 0, "SNLI: tokens kept per sentence (Ls)."),
     K(data, skip_bad_rows, BOOL, "false", 0, 0, 0, 0, "SNLI: count and skip malformed rows instead of failing."),
@@ -97,10 +108,12 @@ const gf_recipe_key gf_recipe_schema[] = {
     K(tokenizer, vocab_size, INT, "30522", 1, 0, MIN, 0,
       "spm: vocabulary size incl. special pieces; wordpiece: the vocabulary file's size (checked); word: ignored."),
     K(tokenizer, model_type, ENUM, "bpe", 0, 0, 0, e_spm, "spm model type."),
-    K(tokenizer, train_file, STRING, "wikitext-2/wiki.train.tokens", 0, 0, NONEMPTY, 0,
-      "Corpus the tokenizer is trained on (relative to [data] dir); SNLI runs share WikiText-2's. wordpiece: "
-      "the vocabulary in BERT's vocab.txt form, e.g. bert-base-uncased/vocab.txt (`gflow data fetch "
-      "bert-base-uncased`; with [data] dir empty, read from $GFLOW_DATA_MIRROR or else where fetch puts data)."),
+    K(tokenizer, train_file, STRING, "", 0, 0, 0, 0,
+      "Corpus the tokenizer is trained on (relative to [data] dir); empty = the data set's default (`gflow data "
+      "list`: wikitext-2/wiki.train.tokens, which SNLI runs share; text: its train split). spm samples at most "
+      "1,000,000 lines of it (SentencePiece's input_sentence_size, shuffled). wordpiece: the vocabulary in "
+      "BERT's vocab.txt form, e.g. bert-base-uncased/vocab.txt (`gflow data fetch bert-base-uncased`; with "
+      "[data] dir empty, read from $GFLOW_DATA_MIRROR or else where fetch puts data)."),
     K(tokenizer, cache_dir, STRING, "", 0, 0, 0, 0,
       "Where trained tokenizers and token caches are kept; empty = beside the fetched data "
       "($GFLOW_DATA_DIR/cache; installed: ~/.local/share/gflow/cache; a build directory: datasets/cache)."),

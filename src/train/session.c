@@ -21,16 +21,12 @@ static const gf_task_ops *const tasks[] = {&gf_task_lm, &gf_task_nli};
 
 const gf_task_ops *gf_task_of(const gf_recipe *r) {
     for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++)
-        if (tasks[i]->dataset == r->data.dataset) return tasks[i];
+        if (gf_dataset_get(r->data.dataset) && tasks[i]->kind == gf_dataset_get(r->data.dataset)->kind) return tasks[i];
     return NULL;
 }
 
-static const char *split_file(const gf_recipe *r, gf_split s) {
-    return s == GF_SPLIT_TRAIN ? r->data.train_file : s == GF_SPLIT_VALID ? r->data.valid_file : r->data.test_file;
-}
-
 void gf_session_split_path(const gf_session *s, gf_split split, char *path, size_t cap) {
-    snprintf(path, cap, "%s/%s", gf_recipe_data_dir(&s->r), split_file(&s->r, split));
+    gf_recipe_split_path(&s->r, split, path, cap);
 }
 
 /* The split's file now against the sha256 the checkpoint recorded of it (data.SPLIT.sha256, as
@@ -54,13 +50,13 @@ void gf_session_warn_split_changed(const gf_session *s, const char *ckpt, gf_spl
 static gf_status check_file(const gf_session *s, gf_split split, char *path, size_t cap) {
     gf_session_split_path(s, split, path, cap);
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return gf_error_set(GF_E_NOTFOUND,
-                            "%s: data file not found ([data] %s_file = %s under dir '%s'); run `gflow data fetch %s` "
-                            "or set GFLOW_DATA_MIRROR to a directory that holds it",
-                            path, gf_split_name(split),
-                            split_file(&s->r, split), gf_recipe_data_dir(&s->r), s->task->fetch);
-    return gf_data_verify(path);
+    if (stat(path, &sb) == 0) return gf_data_verify(path);
+    const char *fetch = gf_dataset_get(s->r.data.dataset)->fetch;
+    char how[128] = "check the path";
+    if (fetch) snprintf(how, sizeof how, "run `gflow data fetch %s` or set GFLOW_DATA_MIRROR to a directory that holds it", fetch);
+    const char *key = gf_split_name(split);
+    return gf_error_set(GF_E_NOTFOUND, "%s: data file not found ([data] %s_file under dir '%s'); %s", path,
+                        key, gf_recipe_data_dir(&s->r), how);
 }
 
 /* A run on the GPU: the step context gets a device arena, the parameter block (drawn on the
@@ -177,13 +173,25 @@ gf_status gf_session_eval_memory_check(const gf_session *s, int training) {
                         training ? "for the training step beside it" : "for the weights", have / 1e9, why);
 }
 
+/* text with [data] file: its train, valid and test parts (gf_text_split; kept while the file is unchanged) */
+static gf_status split_text(const gf_recipe *r, int log) {
+    char src[2 * PATH_MAX], dir[2 * PATH_MAX];
+    gf_recipe_text_source(r, src, sizeof src);
+    gf_recipe_text_split_dir(r, dir, sizeof dir);
+    return gf_text_split(src, r->data.valid_fraction, r->data.test_fraction, dir, log);
+}
+
 gf_status gf_session_open_tokenizer(const gf_recipe *r, gf_tokenizer **tok, int log) {
     *tok = NULL;
     /* the tokenizer is trained on WikiText-2 train whatever the task (SNLI uses it too); wordpiece reads
      * its vocabulary */
     char tpath[2 * PATH_MAX];
+    if (r->data.file[0]) GF_TRY(split_text(r, log)); /* its parts, the tokenizer's corpus among them */
     gf_recipe_tokenizer_path(r, tpath, sizeof tpath);
     const int wp = r->tokenizer.kind == GF_TOK_WORDPIECE;
+    if (access(tpath, F_OK) != 0 && !r->tokenizer.train_file[0])
+        return gf_error_set(GF_E_NOTFOUND, "%s: data file not found ([data] train_file under dir '%s'; the tokenizer "
+                            "is trained on it)", tpath, gf_recipe_data_dir(r));
     if (access(tpath, F_OK) != 0)
         return gf_error_set(GF_E_NOTFOUND, "%s: tokenizer %s not found ([tokenizer] train_file = %s under '%s'); "
                             "run `gflow data fetch %s` or set GFLOW_DATA_MIRROR", tpath, wp ? "vocabulary" : "corpus",

@@ -1,5 +1,6 @@
 /* task_lm.c — the language-model task: next-token prediction over windows of a token stream
- * (WikiText-2), perplexity per token and per word, the unigram baseline. */
+ * (WikiText-2, or the user's text: any data set of kind GF_DSK_LM), perplexity per token and per
+ * word, the unigram baseline. */
 #include "gflow/session.h"
 #include "gflow/dist.h"
 #include "gflow/threads.h"
@@ -12,8 +13,8 @@
 typedef struct lm_task {
     gf_lm lm;
     int model_ready;
-    gf_ids ids[3];           /* token stream per split */
-    int64_t words[3];        /* WikiText-2 word counts for per-word PPL */
+    gf_tokens toks[3];       /* token stream per split (mapped from its token cache) */
+    int64_t words[3];        /* whitespace words + one <eos> a line, for per-word PPL */
     gf_lm_loader *ld;        /* training loader */
     int64_t B;               /* rows of win */
     int32_t *win;            /* (B, L+1) */
@@ -26,8 +27,8 @@ static lm_task *task_of(const gf_session *s) { return (lm_task *)s->task_data; }
 
 gf_lm *gf_session_lm(gf_session *s) { return s->task == &gf_task_lm ? &task_of(s)->lm : NULL; }
 
-const gf_ids *gf_session_tokens(const gf_session *s, gf_split split) {
-    return s->task == &gf_task_lm ? &task_of(s)->ids[split] : NULL;
+const gf_tokens *gf_session_tokens(const gf_session *s, gf_split split) {
+    return s->task == &gf_task_lm ? &task_of(s)->toks[split] : NULL;
 }
 
 static gf_status lm_open(gf_session *s, int64_t vocab) {
@@ -46,11 +47,11 @@ static void lm_init_weights(gf_session *s, gf_rng *rng) { gf_lm_init_weights(&ta
 
 static gf_status lm_load_split(gf_session *s, gf_split split, const char *path, int log) {
     lm_task *t = task_of(s);
-    gf_ids *ids = &t->ids[split];
+    gf_tokens *ids = &t->toks[split];
     double t0 = gf_time_now();
     gf_cache_event ev;
     char why[512] = "";
-    GF_TRY(gf_lm_split_tokens(s->tok, path, gf_recipe_cache_dir(&s->r), ids, &ev, why, sizeof why));
+    GF_TRY(gf_lm_split_tokens(s->tok, path, gf_recipe_cache_dir(&s->r), ids, &ev, why, sizeof why, log));
     if (split != GF_SPLIT_TRAIN) GF_TRY(gf_wikitext_word_count(path, &t->words[split]));
     if (split == GF_SPLIT_TRAIN && s->r.data.train_fraction < 1.0) {
         int64_t keep = (int64_t)ceil((double)ids->n * s->r.data.train_fraction);
@@ -61,9 +62,14 @@ static gf_status lm_load_split(gf_session *s, gf_split split, const char *path, 
         fprintf(stderr, "data: %s: %lld tokens (%s%s%s, %.1f s)\n", path, (long long)ids->n,
                 ev == GF_CACHE_HIT ? "cached" : ev == GF_CACHE_BUILT ? "tokenized" : "re-tokenized",
                 why[0] ? ": " : "", why, gf_time_now() - t0);
-    if (ids->n < s->r.data.seq_len + 1)
+    const int64_t L = s->r.data.seq_len, windows = (ids->n - 1) / L;
+    if (ids->n < L + 1)
         return gf_error_set(GF_E_INVALID, "%s: %lld tokens, fewer than one window of seq_len+1 = %lld", path,
-                            (long long)ids->n, (long long)s->r.data.seq_len + 1);
+                            (long long)ids->n, (long long)L + 1);
+    if (split == GF_SPLIT_TRAIN && windows < s->r.train.batch_size)
+        return gf_error_set(GF_E_INVALID, "%s: %lld tokens make %lld windows of [data] seq_len %lld, fewer than one "
+                            "batch ([train] batch_size %lld): more text, or a smaller batch_size or seq_len", path,
+                            (long long)ids->n, (long long)windows, (long long)L, (long long)s->r.train.batch_size);
     return GF_OK;
 }
 
@@ -84,8 +90,7 @@ static gf_status alloc_batch(gf_session *s, int64_t B) {
 static gf_status lm_train_loader(gf_session *s, int64_t B, int64_t *n_items) {
     lm_task *t = task_of(s);
     GF_TRY(alloc_batch(s, B));
-    const gf_ids *ids = &t->ids[GF_SPLIT_TRAIN];
-    GF_TRY(gf_lm_loader_new(&t->ld, ids->data, ids->n, s->r.data.seq_len, 1, 0, (uint64_t)s->r.run.seed));
+    GF_TRY(gf_lm_loader_new(&t->ld, &t->toks[GF_SPLIT_TRAIN], s->r.data.seq_len, 1, 0, (uint64_t)s->r.run.seed));
     *n_items = gf_lm_loader_n_windows(t->ld);
     return GF_OK;
 }
@@ -126,7 +131,7 @@ static gf_status lm_eval(gf_session *s, gf_split split, int64_t max_batches, gf_
     lm_task *t = task_of(s);
     int64_t L = s->r.data.seq_len, B = s->r.eval.batch_size;
     gf_lm_loader *ld = NULL;
-    GF_TRY(gf_lm_loader_new(&ld, t->ids[split].data, t->ids[split].n, L, 0, 1, 0));
+    GF_TRY(gf_lm_loader_new(&ld, &t->toks[split], L, 0, 1, 0));
     int32_t *batch = malloc((size_t)(B * (L + 1)) * sizeof(int32_t)); // (B, L+1)
     if (!batch) {
         gf_lm_loader_free(ld);
@@ -177,13 +182,25 @@ static void lm_log_eval(const gf_eval_result *res, int64_t step, int64_t epoch, 
  * per token. A language model worth its name must beat it by a wide margin. */
 static double unigram_ppl(const gf_session *s, gf_split split) {
     int64_t V = gf_tokenizer_vocab_size(s->tok);
-    const gf_ids *tr = &task_of(s)->ids[GF_SPLIT_TRAIN], *ev = &task_of(s)->ids[split];
+    const gf_tokens *tr = &task_of(s)->toks[GF_SPLIT_TRAIN], *ev = &task_of(s)->toks[split];
     double *cnt = calloc((size_t)V, sizeof(double));
-    if (!cnt || ev->n < 2) { free(cnt); return NAN; }
-    for (int64_t i = 0; i < tr->n; i++) cnt[tr->data[i]] += 1.0;
+    int32_t *blk = malloc((size_t)65536 * sizeof *blk); /* read in blocks: the streams stay mapped, not resident */
+    if (!cnt || !blk || ev->n < 2) { free(cnt); free(blk); return NAN; }
+    for (int64_t i = 0; i < tr->n; i += 65536) {
+        int64_t n = tr->n - i < 65536 ? tr->n - i : 65536;
+        gf_tokens_copy(tr, i, n, blk);
+        gf_tokens_release(tr);
+        for (int64_t k = 0; k < n; k++) cnt[blk[k]] += 1.0;
+    }
     double tot = (double)tr->n + (double)V, nll = 0.0;
-    for (int64_t i = 1; i < ev->n; i++) nll -= log((cnt[ev->data[i]] + 1.0) / tot);
+    for (int64_t i = 1; i < ev->n; i += 65536) {
+        int64_t n = ev->n - i < 65536 ? ev->n - i : 65536;
+        gf_tokens_copy(ev, i, n, blk);
+        gf_tokens_release(ev);
+        for (int64_t k = 0; k < n; k++) nll -= log((cnt[blk[k]] + 1.0) / tot);
+    }
     free(cnt);
+    free(blk);
     return exp(nll / (double)(ev->n - 1));
 }
 
@@ -218,13 +235,13 @@ static void lm_close(gf_session *s) {
     if (t->model_ready) gf_lm_free(&t->lm);
     if (t->ld) gf_lm_loader_free(t->ld);
     free(t->win);
-    for (int i = 0; i < 3; i++) gf_ids_free(&t->ids[i]);
+    for (int i = 0; i < 3; i++) gf_tokens_free(&t->toks[i]);
     free(t);
     s->task_data = NULL;
 }
 
 const gf_task_ops gf_task_lm = {
-    .name = "lm", .dataset = GF_DS_WIKITEXT2, .fetch = "wikitext2", .rows = "windows", .format = "gflow-lm-1",
+    .name = "lm", .kind = GF_DSK_LM, .rows = "windows", .format = "gflow-lm-1",
     .language_model = 1,
     .open = lm_open, .init_weights = lm_init_weights, .load_split = lm_load_split, .train_loader = lm_train_loader,
     .next_batch = lm_next_batch, .random_batch = lm_random_batch, .forward_rows = lm_forward_rows,

@@ -212,7 +212,7 @@ static void nli_close(gf_session *s) {
 }
 
 const gf_task_ops gf_task_nli = {
-    .name = "nli", .dataset = GF_DS_SNLI, .fetch = "snli", .rows = "sentence pairs", .format = "gflow-nli-1",
+    .name = "nli", .kind = GF_DSK_PAIRS, .rows = "sentence pairs", .format = "gflow-nli-1",
     .open = nli_open, .init_weights = nli_init_weights, .load_split = nli_load_split,
     .train_loader = nli_train_loader, .next_batch = nli_next_batch, .random_batch = nli_random_batch,
     .forward_rows = nli_forward_rows, .tokens_per_row = nli_tokens_per_row, .loader_state = nli_loader_state,

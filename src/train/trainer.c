@@ -95,7 +95,8 @@ static gf_status prepare(trainer *t, const gf_recipe *r) {
         if (!status) status = gf_session_train_loader(&t->s, t->B, &t->n_items, t->log);
     }
     if (!status) status = gf_session_load_split(&t->s, GF_SPLIT_VALID, t->log);
-    if (!status && t->world > 1) status = gf_session_load_split(&t->s, GF_SPLIT_TEST, 0);
+    /* the test split too: a bad one is refused before the run, not after it */
+    if (!status) status = gf_session_load_split(&t->s, GF_SPLIT_TEST, 0);
     if (t->world > 1 && t->rank == 0) { status = gf_dist_agree(status); first_failed = status != GF_OK; }
     if (t->world > 1 && !first_failed) status = gf_dist_agree(status);
     return status;
@@ -360,13 +361,6 @@ static gf_status maybe_save(trainer *t) {
     return save_due(t, t->state.step) ? save_ckpt(t, "last.ckpt") : GF_OK;
 }
 
-static void fmt_eta(char *buf, size_t cap, double s) {
-    if (!isfinite(s) || s < 0) { snprintf(buf, cap, "?"); return; }
-    long h = (long)(s / 3600), m = (long)(fmod(s, 3600) / 60), sec = (long)fmod(s, 60);
-    if (h) snprintf(buf, cap, "%ldh%02ldm", h, m);
-    else snprintf(buf, cap, "%ldm%02lds", m, sec);
-}
-
 static double tokens_per_s(const trainer *t) {
     return t->state.train_seconds > 0 ? (double)t->state.tokens_seen / t->state.train_seconds : 0.0;
 }
@@ -477,7 +471,7 @@ static void log_step(const trainer *t, float loss, double lr, double grad_norm) 
     if (!log_due(t, t->state.step)) return;
     char eta[32];
     double per = t->t_steps / (double)t->steps_here;
-    fmt_eta(eta, sizeof eta, per * (double)(t->total - t->state.step));
+    gf_fmt_eta(eta, sizeof eta, per * (double)(t->total - t->state.step));
     fprintf(stderr, "step %lld/%lld | epoch %lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f ms | %.0f tok/s | ETA %s\n",
             (long long)t->state.step, (long long)t->total, (long long)t->state.epoch + 1, loss, lr, grad_norm,
             per * 1e3, (double)(t->B * t->L) / per, eta);

@@ -25,7 +25,7 @@ HEADER_STAGE = {
     "arena.h": "core", "dist.h": "core", "error.h": "core", "fs.h": "core", "params.h": "core",
     "rng.h": "core", "tape.h": "core", "tensor.h": "core", "threads.h": "core", "version.h": "core",
     "device.h": "core", "cuda.h": "core", "backend.h": "core",
-    "ops.h": "ops", "ops.def": "ops",
+    "ops.h": "ops", "ops.def": "ops", "datasets.def": "data",
     "blocks.h": "nn", "model.h": "nn", "nli.h": "nn", "decoder.h": "nn",
     "optim.h": "optim",
     "data.h": "data", "tokenizer.h": "data",

@@ -310,7 +310,8 @@ GF_TEST(data, lm_window_counts) {
     for (int i = 0; i < 23; i++) tok[i] = i;
     gf_lm_loader *ld = NULL;
     /* 23 tokens, L=5: (23-1)/5 = 4 full windows, 2 targets left for a tail window */
-    GF_REQUIRE_OK(gf_lm_loader_new(&ld, tok, 23, 5, 0, 0, 1));
+    gf_tokens ts = {.data = tok, .n = 23, .width = 4}, short3 = {.data = tok, .n = 3, .width = 4};
+    GF_REQUIRE_OK(gf_lm_loader_new(&ld, &ts, 5, 0, 0, 1));
     GF_CHECK(gf_lm_loader_n_windows(ld) == 4, "windows %lld", (long long)gf_lm_loader_n_windows(ld));
     int32_t b[3 * 6];
     int64_t n;
@@ -324,13 +325,13 @@ GF_TEST(data, lm_window_counts) {
     gf_lm_loader_get_state(ld, &st);
     GF_CHECK(st.epoch == 1 && st.index == 0, "next epoch started");
     gf_lm_loader_free(ld);
-    GF_REQUIRE_OK(gf_lm_loader_new(&ld, tok, 23, 5, 0, 1, 1));
+    GF_REQUIRE_OK(gf_lm_loader_new(&ld, &ts, 5, 0, 1, 1));
     GF_CHECK(gf_lm_loader_n_windows(ld) == 5, "with tail");
     GF_CHECK_OK(gf_lm_loader_next(ld, b, 3, &n));
     GF_CHECK_OK(gf_lm_loader_next(ld, b, 3, &n));
     GF_CHECK(n == 2 && b[6] == 20 && b[8] == 22 && b[9] == GF_IGNORE_ID && b[11] == GF_IGNORE_ID, "tail window");
     gf_lm_loader_free(ld);
-    GF_CHECK_ERR(gf_lm_loader_new(&ld, tok, 3, 5, 0, 0, 1), GF_E_INVALID, "no window");
+    GF_CHECK_ERR(gf_lm_loader_new(&ld, &short3, 5, 0, 0, 1), GF_E_INVALID, "no window");
 }
 
 GF_TEST(data, lm_loader_state_restores_batches) {
@@ -338,7 +339,8 @@ GF_TEST(data, lm_loader_state_restores_batches) {
     static int32_t tok[N];
     for (int i = 0; i < N; i++) tok[i] = i;
     gf_lm_loader *a = NULL, *c = NULL;
-    GF_REQUIRE_OK(gf_lm_loader_new(&a, tok, N, L, 1, 0, 1234));
+    const gf_tokens ts = {.data = tok, .n = N, .width = 4};
+    GF_REQUIRE_OK(gf_lm_loader_new(&a, &ts, L, 1, 0, 1234));
     int32_t b[B * (L + 1)];
     int64_t n;
     for (int i = 0; i < 20; i++) GF_CHECK_OK(gf_lm_loader_next(a, b, B, &n));
@@ -354,7 +356,7 @@ GF_TEST(data, lm_loader_state_restores_batches) {
     gf_loader_state end;
     gf_lm_loader_get_state(a, &end);
     GF_CHECK(end.epoch >= 1, "epoch %lld", (long long)end.epoch);
-    GF_REQUIRE_OK(gf_lm_loader_new(&c, tok, N, L, 1, 0, 1)); /* other seed: state overrides */
+    GF_REQUIRE_OK(gf_lm_loader_new(&c, &ts, L, 1, 0, 1)); /* other seed: state overrides */
     GF_REQUIRE_OK(gf_lm_loader_set_state(c, &st));
     for (int i = 0; i < STEPS; i++) {
         GF_CHECK_OK(gf_lm_loader_next(c, b, B, &n));
@@ -362,7 +364,7 @@ GF_TEST(data, lm_loader_state_restores_batches) {
     }
     /* shuffled order is a permutation and differs between epochs */
     gf_lm_loader *s = NULL;
-    GF_REQUIRE_OK(gf_lm_loader_new(&s, tok, N, L, 1, 0, 5));
+    GF_REQUIRE_OK(gf_lm_loader_new(&s, &ts, L, 1, 0, 5));
     int64_t nw = gf_lm_loader_n_windows(s);
     static int64_t first[2][200];
     for (int e = 0; e < 2; e++) {
@@ -394,19 +396,19 @@ GF_TEST(data, token_cache_detects_other_tokenizer_and_corruption) {
     gf_tokenizer *t1 = word_tok_from(scratch("cache_t1"), " a b c \n");
     gf_tokenizer *t2 = word_tok_from(scratch("cache_t2"), " c b a d \n");
     GF_REQUIRE(t1 && t2, "%s", gf_last_error());
-    gf_ids ids = {0};
+    gf_tokens ids = {0};
     gf_cache_event ev;
     char why[256];
-    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why));
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_BUILT && ids.n == 8, "built, %lld tokens", (long long)ids.n);
-    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why));
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_HIT && ids.n == 8, "hit");
     /* the t1 cache read under t2's key is rejected with both names */
     char cpath[1400];
     snprintf(cpath, sizeof cpath, "%s/wiki.tiny.tokens.%s.tok", cdir, gf_tokenizer_key(t1));
     for (char *p = cpath + strlen(cdir) + 1; *p; p++)
         if (*p == ':') *p = '-';
-    GF_CHECK_ERR(gf_token_cache_read(cpath, gf_tokenizer_key(t2), NULL, &ids), GF_E_INVALID, "built by tokenizer");
+    GF_CHECK_ERR(gf_token_cache_open(cpath, gf_tokenizer_key(t2), NULL, &ids), GF_E_INVALID, "built by tokenizer");
     /* a cache file from another tokenizer under this tokenizer's name is rebuilt */
     char c2[1400];
     snprintf(c2, sizeof c2, "%s/wiki.tiny.tokens.%s.tok", cdir, gf_tokenizer_key(t2));
@@ -415,23 +417,24 @@ GF_TEST(data, token_cache_detects_other_tokenizer_and_corruption) {
     char cmd[3000];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", cpath, c2);
     GF_REQUIRE(system(cmd) == 0, "cp");
-    GF_REQUIRE_OK(gf_lm_split_tokens(t2, split, cdir, &ids, &ev, why, sizeof why));
+    GF_REQUIRE_OK(gf_lm_split_tokens(t2, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_REBUILT && strstr(why, "built by tokenizer"), "rebuilt: %s", why);
-    GF_CHECK(ids.n == 8 && ids.data[0] == 2, "t2 ids (a is 2 under t2), got %d", ids.data[0]);
+    GF_CHECK(ids.n == 8 && ids.width == 2 && gf_tokens_at(&ids, 0) == 2, "t2 ids (a is 2 under t2, uint16), got %d",
+             gf_tokens_at(&ids, 0));
     /* flip one payload byte: checksum catches it */
     FILE *f = fopen(cpath, "r+b");
     GF_REQUIRE(f != NULL, "open cache");
     fseek(f, 170, SEEK_SET);
     fputc(0x7f, f);
     fclose(f);
-    GF_CHECK_ERR(gf_token_cache_read(cpath, gf_tokenizer_key(t1), NULL, &ids), GF_E_CORRUPT, "checksum");
-    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why));
+    GF_CHECK_ERR(gf_token_cache_open(cpath, gf_tokenizer_key(t1), NULL, &ids), GF_E_CORRUPT, "checksum");
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_REBUILT && strstr(why, "checksum"), "rebuilt after corruption: %s", why);
     /* changed source text is detected too */
     write_file(split, " a a \n");
-    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why));
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_REBUILT && ids.n == 3, "source change: %s", why);
-    gf_ids_free(&ids);
+    gf_tokens_free(&ids);
     gf_tokenizer_free(t1);
     gf_tokenizer_free(t2);
 }

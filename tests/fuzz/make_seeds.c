@@ -34,10 +34,10 @@ int main(int argc, char **argv) {
     gf_ids ids = {0};
     for (int i = 0; i < 40; i++) gf_ids_push(&ids, i % 26);
     snprintf(p, sizeof p, "%s/token_cache/small.tok", argv[1]);
-    if (gf_token_cache_write(p, "word:26:0123456789abcdef", sha, &ids)) return 1;
+    if (gf_token_cache_write(p, "word:26:0123456789abcdef", sha, 2, &ids)) return 1;
     ids.n = 0;
     snprintf(p, sizeof p, "%s/token_cache/empty.tok", argv[1]);
-    if (gf_token_cache_write(p, "word:26:0123456789abcdef", sha, &ids)) return 1;
+    if (gf_token_cache_write(p, "word:26:0123456789abcdef", sha, 2, &ids)) return 1;
     gf_ids_free(&ids);
     return 0;
 }

@@ -90,7 +90,7 @@ GF_TEST(data, rel_token_cache_huge_count_rejected) {
     uint8_t sha[32] = {0};
     gf_ids ids = {0};
     for (int i = 0; i < 10; i++) gf_ids_push(&ids, i);
-    GF_REQUIRE_OK(gf_token_cache_write(path, "word:10:0123456789abcdef", sha, &ids));
+    GF_REQUIRE_OK(gf_token_cache_write(path, "word:10:0123456789abcdef", sha, 4, &ids));
     gf_ids_free(&ids);
     size_t n = 0;
     unsigned char *b = (unsigned char *)gf_test_slurp(path, &n);
@@ -107,10 +107,10 @@ GF_TEST(data, rel_token_cache_huge_count_rejected) {
     memcpy(b + off, &huge, 8);
     gf_test_write_file(path, b, n);
     free(b);
-    gf_ids out = {0};
-    GF_CHECK_ERR(gf_token_cache_read(path, "word:10:0123456789abcdef", sha, &out), GF_E_CORRUPT, "huge.tok");
+    gf_tokens out = {0};
+    GF_CHECK_ERR(gf_token_cache_open(path, "word:10:0123456789abcdef", sha, &out), GF_E_CORRUPT, "huge.tok");
     GF_CHECK(out.n == 0, "nothing returned");
-    gf_ids_free(&out);
+    gf_tokens_free(&out);
 }
 
 static int run_train(rel_result *res, const char *name, const char *const *extra, int quiet) {
