@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 FILES = ["src/ops/gelu.c", "src/ops/head_ce.c", "src/ops/cross_entropy.c", "src/ops/attention.c",
-         "src/ops/plucker_mix.c", "src/ops/layernorm.c", "src/ops/dropout.c", "src/optim/adamw.c"]
+         "src/ops/plucker_mix.c", "src/ops/layernorm.c", "src/ops/dropout.c", "src/ops/gemm.c", "src/optim/adamw.c"]
 
 # file:line of loops known to stay scalar, with why (none may be added without a reason)
 KNOWN_SCALAR = {
