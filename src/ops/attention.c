@@ -78,7 +78,7 @@ static float att_softmax_row(float *restrict s, const float *restrict kb, int64_
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < nc; j++) {
         s[j] = s[j] * scale + kb[j];
-        mx = fmaxf(mx, s[j]);
+        mx = s[j] > mx ? s[j] : mx; /* fmaxf's NaN rule keeps the loop scalar; the same max here */
     }
     float sum = 0.0f;
     if (mx != -INFINITY) {

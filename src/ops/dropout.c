@@ -10,6 +10,14 @@
 #include "op_util.h"
 #include <math.h>
 
+/* v where kept, else +0, selected by a bit mask: a `?:` over the product keeps the loop scalar
+ * under -ftrapping-math (tests/arch/check_simd_loops.py) */
+static inline float dropout_kept(float v, uint8_t kept) {
+    union { float f; uint32_t u; } b = {v};
+    b.u &= 0u - (uint32_t)kept;
+    return b.f;
+}
+
 /* backward: dx += dy * keep / (1 - p) */
 static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
@@ -20,11 +28,11 @@ static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     int64_t N = gf_tensor_numel(x);
     float *dx = x->grad;
     if (gf_grad_fresh(x)) {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] = keep[i] ? g[i] * scale : 0.0f;
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < N; i++) dx[i] = dropout_kept(g[i] * scale, keep[i]);
     } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] += keep[i] ? g[i] * scale : 0.0f;
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < N; i++) dx[i] += dropout_kept(g[i] * scale, keep[i]);
     }
 }
 
@@ -57,7 +65,7 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
 #pragma omp simd
         for (int64_t e = 0; e < per; e++) kr[e] = (gf_rng_hash(kj, g0 + (uint64_t)e) >> 40) >= thr;
 #pragma omp simd
-        for (int64_t e = 0; e < per; e++) yd[j * per + e] = kr[e] ? xd[j * per + e] * scale : 0.0f;
+        for (int64_t e = 0; e < per; e++) yd[j * per + e] = dropout_kept(xd[j * per + e] * scale, kr[e]);
     }
     gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);
     if (n) { n->saved = keep; n->fp[0] = scale; }

@@ -36,16 +36,25 @@ float gf_bf16_round(float f) { return gf_bf16_float(gf_bf16_of(f)); }
 /* dst (rows, cols), dense row-major, = src (rows, cols; row stride ld) rounded to bf16, in the
  * stored layout (a transposed operand is described to the product by its strides, not moved:
  * a plain sequential pass that vectorises). widen: store each value widened back to fp32. */
+GF_KERNEL_CLONES static void pack_row16(uint16_t *restrict d, const float *restrict s, int64_t n) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) d[c] = gf_bf16_of(s[c]);
+}
+
+GF_KERNEL_CLONES static void pack_row32(float *restrict d, const float *restrict s, int64_t n) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) d[c] = gf_bf16_float(gf_bf16_of(s[c]));
+}
+
+/* the rows in vector passes (pack_row16/32): as plain loops, with gf_bf16_round a call and the
+ * copy not known apart from its source, they stayed scalar */
 static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen) {
     uint16_t *d16 = dst;
     float *d32 = dst;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        const float *s = src + r * ld;
-        if (widen)
-            for (int64_t c = 0; c < cols; c++) d32[r * cols + c] = gf_bf16_round(s[c]);
-        else
-            for (int64_t c = 0; c < cols; c++) d16[r * cols + c] = gf_bf16_of(s[c]);
+        if (widen) pack_row32(d32 + r * cols, src + r * ld, cols);
+        else pack_row16(d16 + r * cols, src + r * ld, cols);
     }
 }
 

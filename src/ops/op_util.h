@@ -162,7 +162,13 @@ static inline float gf_expf(float x) {
      * the result NaN all the same) shifts no bit into an int's sign: UB, which UBSan reports */
     sc.i = (int32_t)(((uint32_t)kf.i - 0x4B400000u + 127u) << 23);
     y *= sc.f;
-    return x < -87.3f ? 0.0f : y; /* NaN stays NaN through the polynomial */
+    /* x < -87.3 gives +0 (NaN stays NaN through the polynomial), selected by a bit mask: a
+     * `?:` here lets GCC thread the branch back over the clamp above, and under -ftrapping-math
+     * it then cannot if-convert the loop: the loops around gf_expf stayed scalar */
+    union { float f; uint32_t u; } out;
+    out.f = y;
+    out.u &= 0u - (uint32_t)!(x < -87.3f);
+    return out.f;
 }
 
 /* erfc(z) for z >= 0 (Numerical Recipes' erfcc, Chebyshev fit of t·exp(-z² + poly(t)),
@@ -185,8 +191,14 @@ static inline float gf_erfc_pos(float z) {
 
 /* Φ(x) = P(N(0,1) <= x) = erfc(-x/√2)/2, accurate in relative terms on both tails */
 static inline float gf_normal_cdf(float x) {
-    float c = 0.5f * gf_erfc_pos(__builtin_fabsf(x) * 0.70710678118654752f); /* Φ(-|x|) */
-    return x < 0.0f ? c : 1.0f - c;
+    union { float f; uint32_t u; } lo, hi;
+    lo.f = 0.5f * gf_erfc_pos(__builtin_fabsf(x) * 0.70710678118654752f); /* Φ(-|x|) */
+    hi.f = 1.0f - lo.f;
+    /* bit select, not `?:`: a conditional 1 - c may not be speculated under -ftrapping-math,
+     * which kept every loop calling this scalar */
+    uint32_t neg = 0u - (uint32_t)(x < 0.0f);
+    lo.u = (lo.u & neg) | (hi.u & ~neg);
+    return lo.f;
 }
 
 /* For a backward that stores fresh gradients (gf_op_def.stores_fresh): 1 when x's gradient buffer

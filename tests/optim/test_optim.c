@@ -195,6 +195,53 @@ GF_TEST(unit, adamw_bitwise_same_for_any_thread_count) {
     gf_params_free(&b);
 }
 
+/* The element update as one scalar fp32 loop per tensor (adamw.c before its vector pass), the
+ * fp32 scalars made from doubles as gf_adamw_step makes them: the vector pass, over spans with
+ * tails (10,007 and 257 elements), must give the same bits. */
+GF_TEST(unit, adamw_vector_pass_is_the_scalar_update) {
+    gf_params p;
+    gf_params_init(&p);
+    gf_params_add(&p, "w", GF_PK_WEIGHT, 2, (const int64_t[]){1, 10007});
+    gf_params_add(&p, "b", GF_PK_BIAS, 1, (const int64_t[]){257});
+    GF_REQUIRE_OK(gf_params_alloc(&p));
+    const int64_t n = p.n;
+    float *w = malloc((size_t)n * sizeof(float)), *m = calloc((size_t)n, sizeof(float)),
+          *v = calloc((size_t)n, sizeof(float)); // (n) each: the reference
+    GF_REQUIRE(w && m && v, "malloc");
+    gf_rng r;
+    gf_rng_seed(&r, 11);
+    for (int64_t i = 0; i < n; i++) w[i] = p.data[i] = (float)gf_rng_normal(&r);
+    gf_adamw_cfg cfg;
+    gf_adamw_cfg_default(&cfg);
+    gf_adamw_state st;
+    gf_adamw_reset(&p, &st);
+    for (int s = 1; s <= 3; s++) {
+        const double lr = 1e-3 * s;
+        for (int64_t i = 0; i < n; i++) p.grad[i] = (float)gf_rng_normal(&r) * (i % 7 == 0 ? 0.0f : 1.0f);
+        gf_adamw_step(&p, &st, &cfg, lr);
+        const float step_size = (float)(lr / (1.0 - pow(cfg.beta1, s))), bc2_sqrt = (float)sqrt(1.0 - pow(cfg.beta2, s));
+        const float b1 = (float)cfg.beta1, b2 = (float)cfg.beta2, omb1 = (float)(1.0 - cfg.beta1),
+                    omb2 = (float)(1.0 - cfg.beta2), eps = (float)cfg.eps;
+        for (int64_t i = 0; i < n; i++) {
+            const float keep = i < 10007 ? (float)(1.0 - lr * cfg.weight_decay) : 1.0f, g = p.grad[i];
+            float wi = w[i] * keep;
+            const float mi = b1 * m[i] + omb1 * g, vi = b2 * v[i] + omb2 * g * g;
+            m[i] = mi;
+            v[i] = vi;
+            const float denom = sqrtf(vi) / bc2_sqrt + eps;
+            wi -= step_size * (mi / denom);
+            w[i] = wi;
+        }
+    }
+    GF_CHECK(memcmp(p.data, w, (size_t)n * sizeof(float)) == 0, "weights differ from the scalar update");
+    GF_CHECK(memcmp(p.m, m, (size_t)n * sizeof(float)) == 0 && memcmp(p.v, v, (size_t)n * sizeof(float)) == 0,
+             "moments differ from the scalar update");
+    free(w);
+    free(m);
+    free(v);
+    gf_params_free(&p);
+}
+
 GF_TEST(unit, schedule_key_points) {
     gf_schedule_cfg c = {.kind = GF_SCHED_CONSTANT, .lr = 1e-3, .min_lr = 0, .warmup_steps = 0};
     GF_CHECK_NEAR(gf_schedule_lr(&c, 0, 100, 1000), 1e-3, 0, 1e-15);
