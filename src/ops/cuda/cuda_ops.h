@@ -34,6 +34,9 @@ gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_
                            double *nll_sum, int64_t *n_counted);
 gf_tensor *gf_sigmoid_cuda(gf_ctx *ctx, gf_tensor *x);
 gf_tensor *gf_lerp_cuda(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const);
+gf_tensor *gf_sigmoid_lerp_cuda(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b);
+gf_tensor *gf_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
+                                         gf_tensor *beta, float eps);
 gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);
 gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask);
@@ -57,6 +60,8 @@ static inline gf_tensor *gf_no_cuda_op(const char *op) {
 #define gf_head_ce_cuda(...) gf_no_cuda_op("head_ce")
 #define gf_sigmoid_cuda(...) gf_no_cuda_op("sigmoid")
 #define gf_lerp_cuda(...) gf_no_cuda_op("lerp")
+#define gf_sigmoid_lerp_cuda(...) gf_no_cuda_op("sigmoid_lerp")
+#define gf_dropout_add_layernorm_cuda(...) gf_no_cuda_op("dropout_add_layernorm")
 #define gf_concat_cuda(...) gf_no_cuda_op("concat")
 #define gf_dropout_cuda(...) gf_no_cuda_op("dropout")
 #define gf_masked_mean_cuda(...) gf_no_cuda_op("masked_mean")
