@@ -41,6 +41,10 @@ gf_tensor *gf_embedding(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int32
 void gf_embedding_feed(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt);
 /* LayerNorm over the last dim with gain/shift (D); eps inside the sqrt as PyTorch. */
 gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps);
+/* Fused post-LN residual: gf_layernorm(gf_add(x, gf_dropout(f, p)), gamma, beta, eps), x and f of
+ * one shape; the unfused chain's bits (the same dropout key and mask) in one op. */
+gf_tensor *gf_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
+                                    gf_tensor *beta, float eps);
 /* exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x);
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
@@ -68,6 +72,9 @@ gf_tensor *gf_concat(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask);
 /* y = alpha ⊙ a + (1 - alpha) ⊙ b, all the same shape; alpha NULL -> the constant alpha_const. */
 gf_tensor *gf_lerp(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *b, float alpha_const);
+/* Fused gf_lerp(gf_sigmoid(u), a, b, 0): y = σ(u) ⊙ a + (1 - σ(u)) ⊙ b, all the same shape; the
+ * unfused chain's bits in one pass (the Grassmann block's gate). */
+gf_tensor *gf_sigmoid_lerp(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b);
 /* Fused causal Grassmann mixing (see src/ops/plucker_mix.c for the math):
  *   z (B, L, R) reduced vectors; for every position t and offset δ with t - δ >= 0 the Plücker
  *   coordinates p = z_t ∧ z_{t-δ} over pairs i<j (row-major, P = R(R-1)/2), normalised

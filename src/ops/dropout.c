@@ -10,14 +10,6 @@
 #include "op_util.h"
 #include <math.h>
 
-/* v where kept, else +0, selected by a bit mask: a `?:` over the product keeps the loop scalar
- * under -ftrapping-math (tests/arch/check_simd_loops.py) */
-static inline float dropout_kept(float v, uint8_t kept) {
-    union { float f; uint32_t u; } b = {v};
-    b.u &= 0u - (uint32_t)kept;
-    return b.f;
-}
-
 /* backward: dx += dy * keep / (1 - p) */
 static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
@@ -29,11 +21,31 @@ static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     float *dx = x->grad;
     if (gf_grad_fresh(x)) {
 #pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] = dropout_kept(g[i] * scale, keep[i]);
+        for (int64_t i = 0; i < N; i++) dx[i] = gf_dropout_kept(g[i] * scale, keep[i]);
     } else {
 #pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; i++) dx[i] += dropout_kept(g[i] * scale, keep[i]);
+        for (int64_t i = 0; i < N; i++) dx[i] += gf_dropout_kept(g[i] * scale, keep[i]);
     }
+}
+
+uint8_t *gf_dropout_mask(gf_ctx *ctx, const gf_tensor *x, float p, float *scale) {
+    int64_t N = gf_tensor_numel(x), R = x->shape[0], per = R > 0 ? N / R : 0;
+    int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
+    uint64_t key = gf_rng_u64(ctx->rng);
+    ctx->keys_drawn++;
+    *scale = 1.0f / (1.0f - p);
+    /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so u >= p iff
+     * h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */
+    const uint64_t thr = (uint64_t)ceilf(p * 16777216.0f);
+    uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < R; j++) {
+        const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
+        uint8_t *kr = keep + j * per;
+#pragma omp simd
+        for (int64_t e = 0; e < per; e++) kr[e] = (gf_rng_hash(kj, g0 + (uint64_t)e) >> 40) >= thr;
+    }
+    return keep;
 }
 
 gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
@@ -41,34 +53,20 @@ gf_tensor *gf_dropout(gf_ctx *ctx, gf_tensor *x, float p) {
     GF_ASSERT(p < 1.0f, "dropout p=%g must be < 1", (double)p);
     GF_ASSERT(ctx->rng, "dropout in training mode needs ctx->rng");
     double t0 = gf_prof_begin(ctx);
-    int64_t N = gf_tensor_numel(x), R = x->shape[0], per = R > 0 ? N / R : 0;
-    int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
-    GF_ASSERT(R % nb == 0, "dropout: %lld leading rows are not copies of the batch's %lld rows", (long long)R,
-              (long long)nb);
+    int64_t N = gf_tensor_numel(x);
+    gf_dropout_check_rows(ctx, x, "dropout");
     gf_tensor *in[1] = {x};
     const gf_backend_ops *dev = gf_op_backend("dropout", 1, in);
     if (dev) return dev->dropout(ctx, x, p);
-    uint64_t key = gf_rng_u64(ctx->rng);
-    ctx->keys_drawn++;
-    float scale = 1.0f / (1.0f - p);
-    /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so u >= p iff
-     * h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */
-    const uint64_t thr = (uint64_t)ceilf(p * 16777216.0f);
-    uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
+    float scale;
+    const uint8_t *keep = gf_dropout_mask(ctx, x, p, &scale); // (N)
     gf_tensor *y = gf_tensor_like(ctx, x);
     const float *xd = x->data;
     float *yd = y->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < R; j++) {
-        const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
-        uint8_t *kr = keep + j * per;
-#pragma omp simd
-        for (int64_t e = 0; e < per; e++) kr[e] = (gf_rng_hash(kj, g0 + (uint64_t)e) >> 40) >= thr;
-#pragma omp simd
-        for (int64_t e = 0; e < per; e++) yd[j * per + e] = dropout_kept(xd[j * per + e] * scale, kr[e]);
-    }
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; i++) yd[i] = gf_dropout_kept(xd[i] * scale, keep[i]);
     gf_node *n = gf_tape_record(ctx, &gf_op_dropout, y, 1, in);
-    if (n) { n->saved = keep; n->fp[0] = scale; }
+    if (n) { n->saved = (void *)keep; n->fp[0] = scale; }
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;
 }

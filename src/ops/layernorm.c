@@ -6,21 +6,49 @@
 #include <math.h>
 #include <omp.h>
 
+/* a row's input gradient dxr (D) to its destinations, element off = r * D onwards (gf_ln_dx) */
+static inline void ln_row_out(const gf_ln_dx *o, int64_t off, const float *restrict dxr, int64_t D) {
+    if (o->dx) {
+        float *restrict dx = o->dx + off;
+        if (o->dx_fresh) memcpy(dx, dxr, (size_t)D * sizeof(float));
+        else {
+#pragma omp simd
+            for (int64_t c = 0; c < D; c++) dx[c] += dxr[c];
+        }
+    }
+    if (!o->df) return;
+    float *restrict df = o->df + off;
+    const uint8_t *kr = o->keep ? o->keep + off : NULL;
+    const float sc = o->scale;
+    if (kr && o->df_fresh) {
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) df[c] = gf_dropout_kept(dxr[c] * sc, kr[c]);
+    } else if (kr) {
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) df[c] += gf_dropout_kept(dxr[c] * sc, kr[c]);
+    } else if (o->df_fresh) {
+        memcpy(df, dxr, (size_t)D * sizeof(float));
+    } else {
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) df[c] += dxr[c];
+    }
+}
+
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
  *   dx     += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat))
  *   dgamma += sum_rows dy ⊙ xhat ;  dbeta += sum_rows dy
  * The gain/shift sums use per-thread partials over static row blocks, added in thread order
  * (the gf_colsum_acc scheme, reproducible for a fixed thread count), accumulated in the same
- * pass as dx, so no (N, D) xhat buffer is written and read back. */
-static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
-    gf_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
-    const float *g = n->out->grad, *stats = n->saved; // stats (N, 2): mean, rstd
+ * pass as dx, so no (N, D) xhat buffer is written and read back. The row's dx goes where `o`
+ * says (op_util.h): the fused LN(x + dropout(f)) hands it to both of its inputs. */
+void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, const float *stats, gf_tensor *gamma,
+                                gf_tensor *beta, int64_t N, int64_t D, const gf_ln_dx *o) {
     const float *gm = gamma->data;
-    int need_g = gf_needs_grad(gamma), need_b = gf_needs_grad(beta), need_x = gf_needs_grad(x);
+    int need_g = gf_needs_grad(gamma), need_b = gf_needs_grad(beta), need_x = o->dx || o->df;
     int T = omp_get_max_threads(), nt = 1;
     float *part = (need_g || need_b) ? gf_arena_calloc(&ctx->arena, (size_t)T * 2 * (size_t)D * sizeof(float))
                                      : NULL; // (T, 2, D): gamma, beta partials
+    float *rows = need_x ? gf_arena_floats(&ctx->arena, (int64_t)T * D) : NULL; // (T, D): a row's dx
 #pragma omp parallel num_threads(T)
     {
         int t = omp_get_thread_num(), nth = omp_get_num_threads();
@@ -28,8 +56,9 @@ static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
         nt = nth;
         int64_t lo = N * t / nth, hi = N * (t + 1) / nth;
         float *pg = part ? part + (int64_t)t * 2 * D : NULL, *pb = pg ? pg + D : NULL;
+        float *restrict dxr = rows ? rows + (int64_t)t * D : NULL;
         for (int64_t r = lo; r < hi; r++) {
-            const float *restrict xr = x->data + r * D, *restrict gr = g + r * D;
+            const float *restrict xr = x + r * D, *restrict gr = g + r * D;
             const float mean = stats[2 * r], rstd = stats[2 * r + 1];
             if (need_g) {
 #pragma omp simd
@@ -49,12 +78,12 @@ static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
                 s2 += (double)dxh * xh;
             }
             float m1 = (float)(s1 / (double)D), m2 = (float)(s2 / (double)D);
-            float *restrict dx = x->grad + r * D;
 #pragma omp simd
             for (int64_t c = 0; c < D; c++) {
                 float xh = (xr[c] - mean) * rstd;
-                dx[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
+                dxr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
             }
+            ln_row_out(o, r * D, dxr, D);
         }
     }
     for (int t = 0; t < nt && part; t++) {
@@ -64,6 +93,13 @@ static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
         if (need_b)
             for (int64_t c = 0; c < D; c++) beta->grad[c] += pb[c];
     }
+}
+
+static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *x = n->in[0];
+    gf_ln_dx o = {.dx = gf_needs_grad(x) ? x->grad : NULL, .scale = 1.0f};
+    gf_layernorm_backward_rows(ctx, x->data, n->out->grad, n->saved, n->in[1], n->in[2], gf_tensor_rows(x),
+                               gf_tensor_cols(x), &o);
 }
 
 gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps) {
@@ -78,21 +114,7 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
     float *stats = gf_arena_floats(&ctx->arena, 2 * N); // (N, 2)
     const float *gm = gamma->data, *bt = beta->data;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; r++) {
-        const float *restrict xr = x->data + r * D;
-        double s = 0.0, ss = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t c = 0; c < D; c++) s += xr[c];
-        double mean = s / (double)D;
-#pragma omp simd reduction(+ : ss)
-        for (int64_t c = 0; c < D; c++) { double d = xr[c] - mean; ss += d * d; }
-        float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
-        float *restrict yr = y->data + r * D;
-#pragma omp simd
-        for (int64_t c = 0; c < D; c++) yr[c] = (xr[c] - m) * rstd * gm[c] + bt[c];
-        stats[2 * r] = m;
-        stats[2 * r + 1] = rstd;
-    }
+    for (int64_t r = 0; r < N; r++) gf_layernorm_row(x->data + r * D, gm, bt, D, eps, y->data + r * D, stats + 2 * r);
     gf_node *n = gf_tape_record(ctx, &gf_op_layernorm, y, 3, in);
     if (n) n->saved = stats;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -6,6 +6,7 @@
 #include "gflow/ops.h"
 #include "gflow/threads.h"
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -199,6 +200,70 @@ static inline float gf_normal_cdf(float x) {
     uint32_t neg = 0u - (uint32_t)(x < 0.0f);
     lo.u = (lo.u & neg) | (hi.u & ~neg);
     return lo.f;
+}
+
+/* σ(v) = 1 / (1 + e^-v) without overflow: exp of a non-positive number only (sigmoid.c and the
+ * fused sigmoid_lerp.c, so both give the same bits) */
+static inline float gf_sigmoidf(float v) {
+    if (v >= 0) return 1.0f / (1.0f + expf(-v));
+    float e = expf(v);
+    return e / (1.0f + e);
+}
+
+#ifndef __cplusplus
+/* One row of LayerNorm (layernorm.c and the fused dropout_add_layernorm.c, so both give the
+ * same bits): yr = (xr - mean) * rstd * gm + bt, mean and biased variance in double over two
+ * passes, rstd = 1 / sqrt(var + eps); stat = {mean, rstd}. */
+static inline void gf_layernorm_row(const float *restrict xr, const float *restrict gm, const float *restrict bt,
+                                    int64_t D, float eps, float *restrict yr, float *restrict stat) {
+    double s = 0.0, ss = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < D; c++) s += xr[c];
+    double mean = s / (double)D;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < D; c++) { double d = xr[c] - mean; ss += d * d; }
+    float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
+#pragma omp simd
+    for (int64_t c = 0; c < D; c++) yr[c] = (xr[c] - m) * rstd * gm[c] + bt[c];
+    stat[0] = m;
+    stat[1] = rstd;
+}
+#endif
+
+/* Where the LayerNorm backward (gf_layernorm_backward_rows) puts a row's input gradient
+ * dxr = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat)):
+ *   dx (+)= dxr                               (NULL: not needed; = when dx_fresh)
+ *   df (+)= keep ? dxr * scale : 0            (keep NULL: dxr; NULL: not needed; = when df_fresh)
+ * LayerNorm alone uses dx; LN(x + dropout(f)) both (dropout_add_layernorm.c). */
+typedef struct gf_ln_dx {
+    float *dx, *df;
+    int dx_fresh, df_fresh;
+    const uint8_t *keep;
+    float scale;
+} gf_ln_dx;
+
+/* The LayerNorm backward (layernorm.c) over x (N, D) with the forward's stats (N, 2: mean,
+ * rstd) and dy g (N, D): gamma's and beta's gradients added to (when they need one), the input
+ * gradient written as `o` says. */
+void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, const float *stats, gf_tensor *gamma,
+                                gf_tensor *beta, int64_t N, int64_t D, const gf_ln_dx *o);
+
+/* The mask of inverted dropout on x (R, ...) for p in (0, 1) (dropout.c, which documents the
+ * hashing): one key drawn from ctx->rng, keep (uint8, numel(x)) in the step arena, *scale =
+ * 1 / (1 - p). The CPU dropout and the fused ops that drop share it, so their masks agree. */
+uint8_t *gf_dropout_mask(gf_ctx *ctx, const gf_tensor *x, float p, float *scale);
+/* v where kept, else +0, selected by a bit mask: a `?:` over the product keeps the loop scalar
+ * under -ftrapping-math (tests/arch/check_simd_loops.py) */
+static inline float gf_dropout_kept(float v, uint8_t kept) {
+    union { float f; uint32_t u; } b = {v};
+    b.u &= 0u - (uint32_t)kept;
+    return b.f;
+}
+/* x's leading rows must be copies of the batch rows the forward computes (ctx->batch_rows) */
+static inline void gf_dropout_check_rows(const gf_ctx *ctx, const gf_tensor *x, const char *op) {
+    int64_t R = x->shape[0], nb = ctx->batch_rows > 0 ? ctx->batch_rows : R;
+    GF_ASSERT(nb == 0 || R % nb == 0, "%s: %lld leading rows are not copies of the batch's %lld rows", op,
+              (long long)R, (long long)nb);
 }
 
 /* For a backward that stores fresh gradients (gf_op_def.stores_fresh): 1 when x's gradient buffer

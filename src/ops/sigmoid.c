@@ -1,6 +1,5 @@
-/* sigmoid.c — y = 1 / (1 + exp(-x)), evaluated without overflow for large |x|. */
+/* sigmoid.c — y = 1 / (1 + exp(-x)), evaluated without overflow for large |x| (gf_sigmoidf). */
 #include "op_util.h"
-#include <math.h>
 
 /* backward: dx += dy * y * (1 - y), using the saved output y */
 static void sigmoid_backward(gf_ctx *ctx, gf_node *n) {
@@ -20,12 +19,7 @@ gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x) {
     gf_tensor *y = gf_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        float v = x->data[i];
-        /* exp of a non-positive number only: no overflow */
-        if (v >= 0) y->data[i] = 1.0f / (1.0f + expf(-v));
-        else { float e = expf(v); y->data[i] = e / (1.0f + e); }
-    }
+    for (int64_t i = 0; i < N; i++) y->data[i] = gf_sigmoidf(x->data[i]);
     gf_tape_record(ctx, &gf_op_sigmoid, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -1,16 +1,19 @@
 /* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
- * masked_mean, pair_match) against their CPU ops, forward and backward, through the harness of
- * cuda_check.h (normwise relative error <= 1e-4, the same bits on a second GPU run, input
- * gradients that start non-zero). Shapes are awkward: one row, D = 100, widths that are not
- * multiples of 32, more elements than one block, shared inputs (concat(x, x), lerp(x, x, b)),
- * inputs that need no gradient.
+ * masked_mean, pair_match, the fused sigmoid_lerp and dropout_add_layernorm) against their CPU
+ * ops, forward and backward, through the harness of cuda_check.h (normwise relative error
+ * <= 1e-4, the same bits on a second GPU run, input gradients that start non-zero). Shapes are
+ * awkward: one row, D = 100, widths that are not multiples of 32, more elements than one block,
+ * shared inputs (concat(x, x), lerp(x, x, b)), inputs that need no gradient.
  *
  * Dropout is checked bit for bit besides: the same key from rngs seeded alike, the device
  * hash (gflow/rng.h compiled for the GPU), the row keying by batch_rows/batch_row0, so the
  * mask, the output and the gradients equal the CPU's exactly, and both rngs advance alike.
  *
+ * The fused ops go through the same harness; the mask dropout_add_layernorm saves is checked
+ * bit for bit besides.
+ *
  * Two chains run the tape's device paths: the Grassmann block's gate
- * (lerp(sigmoid(linear(concat(n, g))), n, g) then dropout, src/nn/blocks.c) and the NLI head
+ * (sigmoid_lerp(linear(concat(n, g)), n, g) then dropout, src/nn/blocks.c) and the NLI head
  * (masked mean of premises and hypotheses, dropout over two copies of the batch rows, pair
  * features, linear).
  *
@@ -264,14 +267,122 @@ GF_TEST(cuda, pair_match) {
     case_free(&c);
 }
 
+/* ---- the fused ops: sigmoid_lerp, dropout_add_layernorm ---- */
+
+static gf_tensor *b_slerp(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_sigmoid_lerp(c, in[0], in[1], in[2]); }
+static gf_tensor *b_slerp_uxx(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_sigmoid_lerp(c, in[0], in[1], in[1]); }
+
+GF_TEST(cuda, sigmoid_lerp) {
+    /* scale 30 on u: the gate saturated both ways */
+    static const struct { int32_t nd; int64_t s[3]; float scale; } k[] = {
+        {2, {1, 100}, 1.0f}, {3, {3, 7, 33}, 4.0f}, {1, {1}, 1.0f}, {2, {2, 40000}, 2.0f}, {2, {5, 33}, 30.0f},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "sigmoid_lerp", .f = b_slerp};
+        for (int j = 0; j < 3; j++) add_input(&c, k[i].nd, k[i].s, 400 + 3 * i + (size_t)j, j ? 1.0f : k[i].scale);
+        GF_CHECK(check_case(&c) == 0, "sigmoid_lerp case %zu", i);
+        case_free(&c);
+    }
+    int64_t s[2] = {7, 33};
+    for (int skip = 0; skip < 3; skip++) { /* each input in turn without a gradient */
+        op_case c = {.what = "sigmoid_lerp(one input without grad)", .f = b_slerp};
+        for (int j = 0; j < 3; j++) add_input(&c, 2, s, 420 + (uint64_t)(3 * skip + j), 1.0f);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "sigmoid_lerp, input %d without grad", skip);
+        case_free(&c);
+    }
+    op_case c = {.what = "sigmoid_lerp(u, x, x)", .f = b_slerp_uxx};
+    add_input(&c, 2, s, 430, 1.0f);
+    add_input(&c, 2, s, 431, 1.0f);
+    GF_CHECK(check_case(&c) == 0, "sigmoid_lerp(u, x, x)");
+    case_free(&c);
+}
+
+typedef struct dal_user {
+    float p;
+    int64_t rows, row0; /* ctx->batch_rows, batch_row0 */
+    int wrap;           /* x and f out of a gelu: their gradients start fresh */
+    int same;           /* LN(x + dropout(x)) */
+} dal_user;
+
+static gf_tensor *b_dal(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->same ? x : d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_dropout_add_layernorm(c, x, f, d->p, in[2], in[3], 1e-5f);
+}
+
+static const struct { int32_t nd; int64_t s[3]; int training; dal_user u; } dal_cases[] = {
+    {2, {1, 100}, 1, {0.3f, 0, 0, 0, 0}},      {3, {3, 7, 33}, 1, {0.1f, 0, 0, 1, 0}},
+    {3, {6, 5, 257}, 1, {0.5f, 3, 2, 0, 0}},   /* two copies of batch rows 2..4 */
+    {2, {700, 64}, 1, {0.1f, 0, 0, 1, 0}},     /* many blocks of rows */
+    {3, {2, 9, 100}, 0, {0.1f, 0, 0, 0, 0}},   /* eval: no mask */
+    {3, {2, 9, 100}, 1, {0.0f, 0, 0, 1, 0}},   /* p = 0: no mask */
+    {3, {2, 9, 100}, 1, {0.2f, 0, 0, 0, 1}},   /* the residual is the branch */
+};
+
+GF_TEST(cuda, dropout_add_layernorm) {
+    for (size_t i = 0; i < sizeof dal_cases / sizeof dal_cases[0]; i++) {
+        op_case c = {.what = "dropout_add_layernorm", .f = b_dal, .user = (void *)&dal_cases[i].u,
+                     .training = dal_cases[i].training};
+        int64_t D = dal_cases[i].s[dal_cases[i].nd - 1];
+        add_input(&c, dal_cases[i].nd, dal_cases[i].s, 440 + 4 * i, 2.0f);
+        add_input(&c, dal_cases[i].nd, dal_cases[i].s, 441 + 4 * i, 2.0f);
+        add_input(&c, 1, &D, 442 + 4 * i, 0.5f);
+        add_input(&c, 1, &D, 443 + 4 * i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "dropout_add_layernorm case %zu", i);
+        case_free(&c);
+    }
+}
+
+/* The mask the fused op saves equals the CPU op's bit for bit (the same key, the same hash), and
+ * both rngs have advanced alike */
+GF_TEST(cuda, dropout_add_layernorm_mask) {
+    for (size_t i = 0; i < 4; i++) {
+        const dal_user *u = &dal_cases[i].u;
+        int64_t D = dal_cases[i].s[dal_cases[i].nd - 1];
+        gf_tensor *hc[4] = {gc_leaf(dal_cases[i].nd, dal_cases[i].s, 470 + i, 1.0f),
+                            gc_leaf(dal_cases[i].nd, dal_cases[i].s, 480 + i, 1.0f), gc_leaf(1, &D, 490, 1.0f),
+                            gc_leaf(1, &D, 491, 1.0f)};
+        gf_tensor *hg[4];
+        for (int j = 0; j < 4; j++) hg[j] = dev_copy(hc[j]);
+        gf_rng rc, rg;
+        gf_rng_seed(&rc, 877 + i);
+        gf_rng_seed(&rg, 877 + i);
+        gf_ctx cc, gc;
+        gf_ctx_init(&cc, 0, &rc);
+        gf_ctx_init(&gc, 0, &rg);
+        cc.training = gc.training = 1;
+        GF_REQUIRE_OK(gf_ctx_use_cuda(&gc, 0));
+        b_dal(&cc, hc, (void *)u);
+        b_dal(&gc, hg, (void *)u);
+        GF_CHECK(!memcmp(rc.s, rg.s, sizeof rc.s), "case %zu: the rngs advanced differently", i);
+        GF_REQUIRE(cc.last && gc.last && cc.last->aux && gc.last->aux, "case %zu: no mask saved", i);
+        int64_t N = gf_tensor_numel(hc[0]);
+        uint8_t *mg = malloc((size_t)N);
+        GF_CHECK_OK(gf_cuda_sync());
+        GF_CHECK_OK(gf_cuda_download(mg, gc.last->aux, (size_t)N));
+        GF_CHECK(!memcmp(mg, cc.last->aux, (size_t)N), "case %zu: the masks differ", i);
+        free(mg);
+        gf_ctx_free(&cc);
+        gf_ctx_free(&gc);
+        for (int j = 0; j < 4; j++) {
+            dev_free(hg[j]);
+            gc_leaf_free(hc[j]);
+        }
+    }
+}
+
 /* ---- chains ---- */
 
 /* the Grassmann block's gated fusion (src/nn/blocks.c), then dropout:
- * α = σ(linear([n ; g], W, b)),  y = dropout(α ⊙ n + (1 − α) ⊙ g)  (or the constant 0.5) */
+ * α = σ(linear([n ; g], W, b)),  y = dropout(α ⊙ n + (1 − α) ⊙ g)  (or the constant 0.5), the
+ * sigmoid and lerp fused as the block has them */
 static gf_tensor *b_gate(gf_ctx *c, gf_tensor **in, void *u) {
     gf_tensor *n = in[0], *g = in[1];
     gf_tensor *mix = *(const int *)u ? gf_lerp(c, NULL, n, g, 0.5f)
-                       : gf_lerp(c, gf_sigmoid(c, gf_linear(c, gf_concat(c, n, g), in[2], in[3])), n, g, 0.0f);
+                       : gf_sigmoid_lerp(c, gf_linear(c, gf_concat(c, n, g), in[2], in[3]), n, g);
     return gf_dropout(c, mix, 0.1f);
 }
 

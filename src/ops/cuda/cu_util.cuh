@@ -79,6 +79,52 @@ __device__ static inline double cu_warp_sum(double v) {
     return v;
 }
 
+/* σ(v) without overflow: exp of a non-positive number only (sigmoid.cu and the fused
+ * sigmoid_lerp.cu, so both give the same bits; the CPU's gf_sigmoidf) */
+__device__ static inline float cu_sigmoid(float v) {
+    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
+    const float e = expf(v);
+    return e / (1.0f + e);
+}
+
+/* ---- dropout's mask (dropout.cu; the CPU's gf_dropout_mask, bit for bit) ----
+ * x is (R, ...), per elements a row, R = k * nb rows: k copies of the nb batch rows
+ * [row0, row0 + nb). Element i keeps when
+ *   gf_rng_hash_uniform(gf_rng_hash(key, j / nb), (row0 + j % nb) * per + e) >= p,  j = i / per, e = i % per.
+ * The key is drawn on the host, one gf_rng_u64 per call as the CPU draws it, or, when the step
+ * drew its keys before (gf_ctx_draw_keys: a CUDA graph's replay), read on the device from
+ * key_dev. */
+struct cu_drop {
+    uint64_t key;
+    const uint64_t *key_dev;
+    int64_t per, nb, row0;
+    float p, scale;
+};
+
+static inline cu_drop cu_drop_draw(gf_ctx *ctx, const gf_tensor *x, float p) {
+    int64_t N = gf_tensor_numel(x), R = x->shape[0];
+    cu_drop d = {0, NULL, R > 0 ? N / R : 0, ctx->batch_rows > 0 ? ctx->batch_rows : R,
+                 ctx->batch_rows > 0 ? ctx->batch_row0 : 0, p, 1.0f / (1.0f - p)};
+    if (ctx->n_keys) {
+        GF_ASSERT(ctx->key_next < ctx->n_keys, "dropout: the step drew %d keys before it, and this is one more",
+                  ctx->n_keys);
+        d.key_dev = ctx->key_dev + ctx->key_next++;
+    } else {
+        d.key = gf_rng_u64(ctx->rng);
+    }
+    ctx->keys_drawn++;
+    return d;
+}
+
+/* the key of this launch (read once per thread) */
+__device__ static inline uint64_t cu_drop_key(const cu_drop &d) { return d.key_dev ? *d.key_dev : d.key; }
+
+__device__ static inline bool cu_drop_keeps(const cu_drop &d, uint64_t key, int64_t i) {
+    const int64_t j = i / d.per, e = i % d.per;
+    const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / d.nb)), g0 = (uint64_t)(d.row0 + j % d.nb) * (uint64_t)d.per;
+    return gf_rng_hash_uniform(kj, g0 + (uint64_t)e) >= d.p;
+}
+
 /* ---- column sums: dst[c] (= or +=) Σ_r f(r, c), r < N, c < C ----
  * The one broadcast-reduction of the CUDA ops (gf_colsum_acc's twin): bias gradients, the
  * broadcast add, LayerNorm's gain and shift. Two stages, both in a fixed order: rows are cut

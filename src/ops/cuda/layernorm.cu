@@ -1,35 +1,15 @@
 /* layernorm.cu — y = (x - mean) * rstd * gamma + beta over the last dim D, on the GPU; the CPU
  * op (src/ops/layernorm.c) is the spec: rstd = 1 / sqrt(var + eps), biased variance, eps inside
  * the sqrt; mean and variance accumulated in double, two passes; mean and rstd saved (N, 2).
- * One warp per row (LN_ROWS rows per block): each lane strides over the columns, the lane sums
- * are combined by shuffles in a fixed order.
+ * One warp per row (cu_ln.cuh, shared with the fused dropout_add_layernorm.cu).
  */
-#include "cu_util.cuh"
-
-#define LN_ROWS 4 /* warps (rows) per block */
+#include "cu_ln.cuh"
 
 __global__ static void ln_fwd(float *y, float *stats, const float *x, const float *gm, const float *bt, int64_t N,
                               int64_t D, float eps) {
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
     if (r >= N) return;
-    const float *xr = x + r * D;
-    double s = 0.0;
-    for (int64_t c = lane; c < D; c += 32) s += xr[c];
-    const double mean = cu_warp_sum(s) / (double)D;
-    double ss = 0.0;
-    for (int64_t c = lane; c < D; c += 32) {
-        double d = xr[c] - mean;
-        ss += d * d;
-    }
-    ss = cu_warp_sum(ss);
-    const float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
-    float *yr = y + r * D;
-    for (int64_t c = lane; c < D; c += 32) yr[c] = (xr[c] - m) * rstd * gm[c] + bt[c];
-    if (lane == 0) {
-        stats[2 * r] = m;
-        stats[2 * r + 1] = rstd;
-    }
+    cu_ln_row(y + r * D, stats + 2 * r, x + r * D, gm, bt, D, eps, threadIdx.x % 32);
 }
 
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
@@ -42,29 +22,14 @@ __global__ static void ln_bwd_x(float *dx, const float *g, const float *x, const
     if (r >= N) return;
     const float *xr = x + r * D, *gr = g + r * D;
     const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-    double s1 = 0.0, s2 = 0.0;
-    for (int64_t c = lane; c < D; c += 32) {
-        float xh = (xr[c] - mean) * rstd;
-        float dxh = gr[c] * gm[c];
-        s1 += dxh;
-        s2 += (double)dxh * xh;
-    }
-    const float m1 = (float)(cu_warp_sum(s1) / (double)D), m2 = (float)(cu_warp_sum(s2) / (double)D);
+    float m1, m2;
+    cu_ln_row_means(&m1, &m2, gr, xr, gm, mean, rstd, D, lane);
     float *dr = dx + r * D;
     for (int64_t c = lane; c < D; c += 32) {
         float xh = (xr[c] - mean) * rstd;
         dr[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
     }
 }
-
-/* f(r, c) = dy[r, c] * xhat[r, c] */
-struct ln_dgamma {
-    const float *g, *x, *stats;
-    int64_t D;
-    __device__ float operator()(int64_t r, int64_t c) const {
-        return g[r * D + c] * ((x[r * D + c] - stats[2 * r]) * stats[2 * r + 1]);
-    }
-};
 
 static void layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];

@@ -1,17 +1,10 @@
 /* sigmoid.cu — y = 1 / (1 + exp(-x)) on the GPU; the CPU op is src/ops/sigmoid.c. The same
  * overflow-free form: exp of a non-positive number only (x >= 0: 1 / (1 + e^-x), else
- * e^x / (1 + e^x)). One thread per element (grid-stride). */
+ * e^x / (1 + e^x); cu_sigmoid). One thread per element (grid-stride). */
 #include "cu_util.cuh"
 
 __global__ static void sigmoid_fwd(float *y, const float *x, int64_t n) {
-    CU_FOR(i, n) {
-        const float v = x[i];
-        if (v >= 0.0f) y[i] = 1.0f / (1.0f + expf(-v));
-        else {
-            const float e = expf(v);
-            y[i] = e / (1.0f + e);
-        }
-    }
+    CU_FOR(i, n) y[i] = cu_sigmoid(x[i]);
 }
 
 /* backward: dx += dy * y * (1 - y), from the saved output y (accumulates, as sigmoid.c) */

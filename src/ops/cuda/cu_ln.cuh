@@ -1,0 +1,56 @@
+/* cu_ln.cuh — LayerNorm's row work on the GPU (internal): layernorm.cu and the fused
+ * dropout_add_layernorm.cu share it, so both give the same bits. One warp per row (LN_ROWS rows
+ * per block): each lane strides over the columns, the lane sums are combined by shuffles in a
+ * fixed order; mean and variance in double over two passes, as the CPU's gf_layernorm_row. */
+#ifndef GF_CU_LN_CUH
+#define GF_CU_LN_CUH
+
+#include "cu_util.cuh"
+
+#define LN_ROWS 4 /* warps (rows) per block */
+
+/* one row by one warp: yr = (xr - mean) * rstd * gm + bt; stat = {mean, rstd} (lane 0 writes) */
+__device__ static inline void cu_ln_row(float *yr, float *stat, const float *xr, const float *gm, const float *bt,
+                                        int64_t D, float eps, int lane) {
+    double s = 0.0;
+    for (int64_t c = lane; c < D; c += 32) s += xr[c];
+    const double mean = cu_warp_sum(s) / (double)D;
+    double ss = 0.0;
+    for (int64_t c = lane; c < D; c += 32) {
+        double d = xr[c] - mean;
+        ss += d * d;
+    }
+    ss = cu_warp_sum(ss);
+    const float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
+    for (int64_t c = lane; c < D; c += 32) yr[c] = (xr[c] - m) * rstd * gm[c] + bt[c];
+    if (lane == 0) {
+        stat[0] = m;
+        stat[1] = rstd;
+    }
+}
+
+/* a row's input gradient dxr = rstd * (dxhat - m1 - xhat * m2), dxhat = dy ⊙ gamma,
+ * m1 = mean(dxhat), m2 = mean(dxhat ⊙ xhat): the two means of one row, by one warp */
+__device__ static inline void cu_ln_row_means(float *m1, float *m2, const float *gr, const float *xr, const float *gm,
+                                              float mean, float rstd, int64_t D, int lane) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t c = lane; c < D; c += 32) {
+        float xh = (xr[c] - mean) * rstd;
+        float dxh = gr[c] * gm[c];
+        s1 += dxh;
+        s2 += (double)dxh * xh;
+    }
+    *m1 = (float)(cu_warp_sum(s1) / (double)D);
+    *m2 = (float)(cu_warp_sum(s2) / (double)D);
+}
+
+/* f(r, c) = dy[r, c] * xhat[r, c], for cu_colsum (the gain's gradient) */
+struct ln_dgamma {
+    const float *g, *x, *stats;
+    int64_t D;
+    __device__ float operator()(int64_t r, int64_t c) const {
+        return g[r * D + c] * ((x[r * D + c] - stats[2 * r]) * stats[2 * r + 1]);
+    }
+};
+
+#endif

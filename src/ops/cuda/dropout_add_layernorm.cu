@@ -1,0 +1,100 @@
+/* dropout_add_layernorm.cu — the post-LN residual y = LayerNorm(x + dropout(f, p)) on the GPU in
+ * one kernel each way (plus the gain's and shift's column sums); the CPU op is
+ * src/ops/dropout_add_layernorm.c. The mask is dropout.cu's (cu_drop: the same key, the same
+ * hash), the products f * scale and ds * scale are __fmul_rn and the residual sum __fadd_rn as in
+ * dropout.cu and add.cu, the row is cu_ln_row: the unfused chain's arithmetic. One warp per
+ * row: a lane writes s = x + dropout(f) for its columns, then reads back only those. Saved: s
+ * (N, D), the stats (N, 2) and the mask (uint8, N * D; NULL without dropout). */
+#include "cu_ln.cuh"
+
+__global__ static void dal_fwd(float *y, float *stats, float *s, uint8_t *keep, const float *x, const float *f,
+                               const float *gm, const float *bt, int64_t N, int64_t D, float eps, cu_drop d) {
+    const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= N) return;
+    const uint64_t key = keep ? cu_drop_key(d) : 0;
+    float *sr = s + r * D;
+    for (int64_t c = lane; c < D; c += 32) {
+        const int64_t i = r * D + c;
+        float t = f[i];
+        if (keep) {
+            const uint8_t k = cu_drop_keeps(d, key, i);
+            keep[i] = k;
+            t = k ? __fmul_rn(t, d.scale) : 0.0f;
+        }
+        sr[c] = __fadd_rn(x[i], t);
+    }
+    cu_ln_row(y + r * D, stats + 2 * r, sr, gm, bt, D, eps, lane);
+}
+
+/* backward, with ds = rstd * (dshat - mean(dshat) - shat * mean(dshat ⊙ shat)), dshat = dy ⊙ gamma:
+ *   dx (= if fresh, else +=) ds ;  df (= or +=) keep ? ds * scale : 0  (no mask: ds)
+ * dx or df NULL: not needed. When x and f are one tensor its first term stores, the second adds. */
+__global__ static void dal_bwd(float *dx, float *df, int dx_fresh, int df_fresh, const uint8_t *keep, float scale,
+                               const float *g, const float *s, const float *gm, const float *stats, int64_t N,
+                               int64_t D) {
+    const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= N) return;
+    const float *sr = s + r * D, *gr = g + r * D;
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+    float m1, m2;
+    cu_ln_row_means(&m1, &m2, gr, sr, gm, mean, rstd, D, lane);
+    for (int64_t c = lane; c < D; c += 32) {
+        const int64_t i = r * D + c;
+        const float sh = (sr[c] - mean) * rstd;
+        const float ds = rstd * (gr[c] * gm[c] - m1 - sh * m2);
+        if (dx) dx[i] = dx_fresh ? ds : __fadd_rn(dx[i], ds);
+        if (df) {
+            const float t = keep ? (keep[i] ? __fmul_rn(ds, scale) : 0.0f) : ds;
+            df[i] = df_fresh ? t : __fadd_rn(df[i], t);
+        }
+    }
+}
+
+static void dropout_add_layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *x = n->in[0], *f = n->in[1], *gamma = n->in[2], *beta = n->in[3];
+    int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
+    const float *g = n->out->grad, *s = (const float *)n->saved, *stats = s + N * D; // s (N, D), then (N, 2)
+    float *dx = NULL, *df = NULL;
+    int dx_fresh = 0, df_fresh = 0;
+    if (gf_needs_grad(x)) { dx = x->grad; dx_fresh = gf_grad_fresh(x); }
+    if (gf_needs_grad(f)) { df = f->grad; df_fresh = gf_grad_fresh(f); }
+    if ((dx || df) && N > 0) {
+        dal_bwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
+            dx, df, dx_fresh, df_fresh, (const uint8_t *)n->aux, (float)n->fp[0], g, s, gamma->data, stats, N, D);
+        GF_CUDA_LAUNCHED("dal_bwd");
+    }
+    /* a fresh gain or shift (not a parameter) is stored, as its sum is the whole gradient */
+    if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, gf_grad_fresh(gamma), ln_dgamma{g, s, stats, D});
+    if (gf_needs_grad(beta)) cu_colsum(ctx, beta->grad, N, D, gf_grad_fresh(beta), cu_rows{g, D});
+}
+
+static const gf_op_def dropout_add_layernorm_cuda = {"dropout_add_layernorm", GF_FAM_ELEMWISE,
+                                                     dropout_add_layernorm_backward_cuda, 1};
+
+/* the entry has checked the shapes, p, ctx->rng and the rows */
+gf_tensor *gf_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
+                                         gf_tensor *beta, float eps) {
+    int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
+    const int drop = ctx->training && p > 0.0f;
+    cu_drop d = {};
+    d.scale = 1.0f;
+    if (drop) d = cu_drop_draw(ctx, f, p);
+    uint8_t *keep = drop ? (uint8_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)(N * D)) : NULL; // (N, D)
+    gf_tensor *y = cu_tensor_like(ctx, x);
+    float *s = gf_cuda_floats(ctx, N * D + 2 * N), *stats = s + N * D; // s (N, D), then stats (N, 2)
+    if (N > 0) {
+        dal_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
+            y->data, stats, s, keep, x->data, f->data, gamma->data, beta->data, N, D, eps, d);
+        GF_CUDA_LAUNCHED("dal_fwd");
+    }
+    gf_tensor *in[4] = {x, f, gamma, beta};
+    gf_node *n = gf_tape_record(ctx, &dropout_add_layernorm_cuda, y, 4, in);
+    if (n) {
+        n->saved = s;
+        n->aux = keep;
+        n->fp[0] = d.scale;
+    }
+    return y;
+}

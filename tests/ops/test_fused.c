@@ -1,0 +1,172 @@
+/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm): finite
+ * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
+ * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
+#include "gf_test.h"
+#include "gradcheck.h"
+#include <math.h>
+#include <string.h>
+
+/* ---- sigmoid_lerp = lerp(sigmoid(u), a, b, 0) ---- */
+
+static gf_tensor *b_sl(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_sigmoid_lerp(c, in[0], in[1], in[2]); }
+static gf_tensor *b_sl_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    (void)u;
+    return gf_lerp(c, gf_sigmoid(c, in[0]), in[1], in[2], 0.0f);
+}
+/* one tensor as both blends: its two gradient terms land in one buffer */
+static gf_tensor *b_sl_xx(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return gf_sigmoid_lerp(c, in[0], in[1], in[1]); }
+static gf_tensor *b_sl_xx_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    (void)u;
+    return gf_lerp(c, gf_sigmoid(c, in[0]), in[1], in[1], 0.0f);
+}
+
+/* ---- dropout_add_layernorm = layernorm(add(x, dropout(f, p))) ---- */
+
+typedef struct dal_user {
+    float p;
+    int training, wrap; /* wrap: x and f come out of a gelu, so their gradients start fresh */
+    int64_t rows, row0; /* ctx->batch_rows, batch_row0 */
+    uint64_t seed;      /* the rng is seeded alike on every call: one mask for finite differences */
+} dal_user;
+
+static gf_rng dal_rng;
+static void dal_setup(gf_ctx *c, const dal_user *d) {
+    gf_rng_seed(&dal_rng, d->seed);
+    c->rng = &dal_rng;
+    c->training = d->training;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+}
+static gf_tensor *b_dal(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    dal_setup(c, d);
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_dropout_add_layernorm(c, x, f, d->p, in[2], in[3], 1e-5f);
+}
+static gf_tensor *b_dal_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    dal_setup(c, d);
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f);
+}
+/* the residual is the branch: LN(x + dropout(x)) */
+static gf_tensor *b_dal_xx(gf_ctx *c, gf_tensor **in, void *u) {
+    dal_setup(c, u);
+    return gf_dropout_add_layernorm(c, in[0], in[0], ((const dal_user *)u)->p, in[2], in[3], 1e-5f);
+}
+static gf_tensor *b_dal_xx_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    dal_setup(c, u);
+    return gf_layernorm(c, gf_add(c, in[0], gf_dropout(c, in[0], ((const dal_user *)u)->p)), in[2], in[3], 1e-5f);
+}
+
+/* inputs (n of shapes sh) made twice alike, gradients starting at N(0, 0.5); the fused build and
+ * the chain run on one copy each, backward from the same r; every bit compared */
+static int64_t differ(const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float))) return i;
+    return -1;
+}
+
+static void check_bitwise(const char *what, gc_build_fn fused, gc_build_fn chain, int n, const int32_t *nd,
+                          const int64_t (*sh)[3], void *user) {
+    gf_tensor *in[2][4];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n; i++) {
+            in[k][i] = gc_leaf(nd[i], sh[i], 900 + (uint64_t)i, i >= 2 ? 0.5f : 1.5f);
+            if (i == 2)
+                for (int64_t j = 0; j < gf_tensor_numel(in[k][i]); j++) in[k][i]->data[j] += 1.0f; /* a gain near 1 */
+            gf_rng r;
+            gf_rng_seed(&r, 950 + (uint64_t)i);
+            for (int64_t j = 0; j < gf_tensor_numel(in[k][i]); j++) in[k][i]->grad[j] = 0.5f * (float)gf_rng_normal(&r);
+        }
+    gf_ctx c[2];
+    gf_tensor *y[2];
+    uint64_t rng_after[2][4];
+    for (int k = 0; k < 2; k++) {
+        gf_ctx_init(&c[k], 0, NULL);
+        /* the arena's memory NaN, so a fresh gradient added to instead of stored shows */
+        float *junk = gf_arena_floats(&c[k].arena, 1 << 20);
+        for (int64_t j = 0; j < 1 << 20; j++) junk[j] = NAN;
+        gf_ctx_reset(&c[k]);
+        y[k] = (k ? chain : fused)(&c[k], in[k], user);
+        memcpy(rng_after[k], dal_rng.s, sizeof rng_after[k]);
+    }
+    int64_t N = gf_tensor_numel(y[0]), at;
+    GF_REQUIRE(N == gf_tensor_numel(y[1]), "%s: output sizes differ", what);
+    GF_CHECK((at = differ(y[0]->data, y[1]->data, N)) < 0, "%s: output differs at %lld: %.9g vs %.9g", what,
+             (long long)at, at < 0 ? 0.0 : y[0]->data[at], at < 0 ? 0.0 : y[1]->data[at]);
+    GF_CHECK(!memcmp(rng_after[0], rng_after[1], sizeof rng_after[0]), "%s: the rng advanced differently", what);
+    float *r = malloc((size_t)N * sizeof(float));
+    gf_rng rr;
+    gf_rng_seed(&rr, 990);
+    for (int64_t j = 0; j < N; j++) r[j] = (float)gf_rng_normal(&rr);
+    for (int k = 0; k < 2; k++) gf_tape_backward_from(&c[k], y[k], r);
+    for (int i = 0; i < n; i++) {
+        int64_t m = gf_tensor_numel(in[0][i]);
+        GF_CHECK((at = differ(in[0][i]->grad, in[1][i]->grad, m)) < 0, "%s: gradient of input %d differs at %lld: %.9g vs %.9g",
+                 what, i, (long long)at, at < 0 ? 0.0 : in[0][i]->grad[at], at < 0 ? 0.0 : in[1][i]->grad[at]);
+    }
+    free(r);
+    for (int k = 0; k < 2; k++) {
+        gf_ctx_free(&c[k]);
+        for (int i = 0; i < n; i++) gc_leaf_free(in[k][i]);
+    }
+}
+
+GF_TEST(grad, sigmoid_lerp) {
+    int64_t s[2] = {5, 8};
+    /* u up to ~±8: the gate near saturation on both sides */
+    gf_tensor *in[3] = {gc_leaf(2, s, 601, 3.0f), gc_leaf(2, s, 602, 1.0f), gc_leaf(2, s, 603, 1.0f)};
+    GF_CHECK(gc_check("sigmoid_lerp", b_sl, in, 3, NULL, (gc_opts){.h = 1e-3}) == 0, "sigmoid_lerp grads");
+    GF_CHECK(gc_check("sigmoid_lerp(u, x, x)", b_sl_xx, in, 2, NULL, (gc_opts){.h = 1e-3}) == 0, "shared input grads");
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+}
+
+GF_TEST(unit, sigmoid_lerp_is_the_chain) {
+    static const int32_t nd[3] = {3, 3, 3};
+    static const int64_t sh[3][3] = {{3, 7, 100}, {3, 7, 100}, {3, 7, 100}}, one[3][3] = {{1}, {1}, {1}};
+    static const int32_t nd1[3] = {1, 1, 1};
+    check_bitwise("sigmoid_lerp", b_sl, b_sl_chain, 3, nd, sh, NULL);
+    check_bitwise("sigmoid_lerp(one element)", b_sl, b_sl_chain, 3, nd1, one, NULL);
+    check_bitwise("sigmoid_lerp(u, x, x)", b_sl_xx, b_sl_xx_chain, 2, nd, sh, NULL);
+}
+
+GF_TEST(grad, dropout_add_layernorm) {
+    int64_t sx[3] = {2, 3, 6}, sg[1] = {6};
+    gf_tensor *in[4] = {gc_leaf(3, sx, 611, 2.0f), gc_leaf(3, sx, 612, 2.0f), gc_leaf(1, sg, 613, 1.0f),
+                        gc_leaf(1, sg, 614, 1.0f)};
+    for (int i = 0; i < 6; i++) in[2]->data[i] += 1.0f;
+    dal_user drop = {.p = 0.3f, .training = 1, .seed = 77}, plain = {.p = 0.3f, .training = 0, .seed = 77};
+    GF_CHECK(gc_check("dropout_add_layernorm", b_dal, in, 4, &drop, (gc_opts){.h = 3e-3}) == 0, "grads, p = 0.3");
+    GF_CHECK(gc_check("dropout_add_layernorm(eval)", b_dal, in, 4, &plain, (gc_opts){.h = 3e-3}) == 0, "grads, eval");
+    /* the mask drops something and keeps something at p = 0.3 over 36 elements */
+    gf_ctx c;
+    gf_ctx_init(&c, 0, NULL);
+    gf_tensor *y = b_dal(&c, in, &drop);
+    GF_REQUIRE(c.last && c.last->aux, "no mask saved");
+    int kept = 0;
+    for (int i = 0; i < 36; i++) kept += ((const uint8_t *)c.last->aux)[i];
+    GF_CHECK(kept > 0 && kept < 36, "kept %d of 36", kept);
+    (void)y;
+    gf_ctx_free(&c);
+    for (int i = 0; i < 4; i++) gc_leaf_free(in[i]);
+}
+
+GF_TEST(unit, dropout_add_layernorm_is_the_chain) {
+    static const int32_t nd[4] = {3, 3, 1, 1};
+    static const int64_t sh[4][3] = {{4, 9, 100}, {4, 9, 100}, {100}, {100}};
+    static const int64_t sh2[4][3] = {{6, 5, 33}, {6, 5, 33}, {33}, {33}};
+    const dal_user cases[] = {
+        {.p = 0.1f, .training = 1, .seed = 5},
+        {.p = 0.5f, .training = 1, .wrap = 1, .seed = 6},
+        {.p = 0.1f, .training = 0, .seed = 7},                   /* eval: no mask */
+        {.p = 0.0f, .training = 1, .wrap = 1, .seed = 8},        /* p = 0: no mask */
+        {.p = 0.25f, .training = 1, .rows = 3, .row0 = 2, .seed = 9}, /* two copies of batch rows 2..4 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "dropout_add_layernorm case %zu", i);
+        check_bitwise(what, b_dal, b_dal_chain, 4, nd, cases[i].rows ? sh2 : sh, (void *)&cases[i]);
+    }
+    check_bitwise("dropout_add_layernorm(x, x)", b_dal_xx, b_dal_xx_chain, 4, nd, sh, (void *)&cases[0]);
+}
