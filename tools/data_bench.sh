@@ -2,7 +2,7 @@
 # tools/data_bench.sh — dataset = text at scale: tokenization MB/s into the token cache with 1
 # and 2 threads, SentencePiece's own spm_encode on the same file, peak RSS while tokenizing and
 # while training (beside the same model on WikiText-2), and the time to the first training step
-# with the cache warm; prints a markdown table.
+# with the cache warm; prints a markdown table (also written to DIR/table.md).
 #   tools/data_bench.sh [--size MB] [--corpus FILE] [--work DIR] [--steps N]
 # --size (default 50): the corpus is made by tools/make_corpus.sh (shuffled copies of WikiText-2
 # train) as DIR/corpus.txt, unless --corpus names one. The text recipe splits it 98/1/1 % and
@@ -40,6 +40,7 @@ corpus=$(cd "$(dirname "$corpus")" && pwd)/$(basename "$corpus")
 wt=$("$gflow" data dir | awk -F'\t' '$1 == "data" {print $2}')/wikitext-2/wiki.train.tokens
 [ -n "${GFLOW_DATA_MIRROR:-}" ] && wt=$GFLOW_DATA_MIRROR/wikitext-2/wiki.train.tokens
 [ -f "$wt" ] || { echo "data_bench.sh: $wt not found (gflow data fetch wikitext2, or set GFLOW_DATA_MIRROR)" >&2; exit 1; }
+wt=$(cd "$(dirname "$wt")" && pwd)/$(basename "$wt") # a relative mirror would resolve under each recipe's data dir
 
 recipe() { # dataset-lines
   cat <<INI
@@ -95,7 +96,7 @@ run() {
       case $l in "step 1/"*) awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}' > "$work/$name.first" ;; esac
     done
 }
-rm -f "$work"/*.log "$work"/*.first
+rm -f "$work"/{tok1,tok2,warm,wt2}.{log,first} # only its own: a log of the caller's may sit beside them
 declare -A mbs rs
 for th in 1 2; do
   rm -f "$work"/cache/*.tok
@@ -111,12 +112,14 @@ run warm "$work/text.ini"
 run wt2 "$work/wikitext2.ini"
 tokens=$(grep -oE "train.txt: [0-9]+ tokens" "$work/tok2.log" | grep -oE "[0-9]+" | head -1)
 
-echo "| measure ($(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB train part, $tokens tokens, $(nproc) cores) | value |"
-echo "|---|---|"
-echo "| gflow tokenization, 1 thread | ${mbs[1]} MB/s |"
-echo "| gflow tokenization, 2 threads | ${mbs[2]} MB/s |"
-echo "| spm_encode (1 process, ids to /dev/null) | $spm MB/s |"
-echo "| peak RSS tokenizing (cold run, 1 / 2 threads) | ${rs[1]} / ${rs[2]} MB |"
-echo "| peak RSS training $steps steps, text (cache warm) | $(rss "$work/warm.time") MB |"
-echo "| peak RSS training $steps steps, WikiText-2 (same model) | $(rss "$work/wt2.time") MB |"
-echo "| time to the first step, cache warm | $(cat "$work/warm.first") s |"
+{
+  echo "| measure ($(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB train part, $tokens tokens, $(nproc) cores) | value |"
+  echo "|---|---|"
+  echo "| gflow tokenization, 1 thread | ${mbs[1]} MB/s |"
+  echo "| gflow tokenization, 2 threads | ${mbs[2]} MB/s |"
+  echo "| spm_encode (1 process, ids to /dev/null) | $spm MB/s |"
+  echo "| peak RSS tokenizing (cold run, 1 / 2 threads) | ${rs[1]} / ${rs[2]} MB |"
+  echo "| peak RSS training $steps steps, text (cache warm) | $(rss "$work/warm.time") MB |"
+  echo "| peak RSS training $steps steps, WikiText-2 (same model) | $(rss "$work/wt2.time") MB |"
+  echo "| time to the first step, cache warm | $(cat "$work/warm.first") s |"
+} | tee "$work/table.md"

@@ -160,8 +160,13 @@ typedef enum gf_cache_event {
     GF_CACHE_REBUILT = 2,   /* stale or corrupt cache replaced; reason in `why` */
 } gf_cache_event;
 
-/* Token stream of `split_path` (its lines' ids, the eol id after each), mapped from the cache
- * <cache_dir>/<split basename>.<sanitised tokenizer key>.tok. A missing, stale (other tokenizer or
+/* The token cache of `split_path` under `cache_dir`: <split basename>.<12 hex digits of the
+ * sha256 of split_path as given>.<tokenizer key, ':' and '/' as '-'>.tok, so two corpora whose
+ * splits share a file name (every `[data] file` corpus has a train.txt) keep two caches. */
+void gf_token_cache_path(const gf_tokenizer *tok, const char *split_path, const char *cache_dir, char *path,
+                         size_t cap);
+/* Token stream of `split_path` (its lines' ids, the eol id after each), mapped from its cache
+ * (gf_token_cache_path). A missing, stale (other tokenizer or
  * changed source) or corrupt cache is built: the file is read in blocks of whole lines, each
  * tokenized over gf_threads_get() threads in parts, the parts' ids written in order (the same
  * file for any thread count); a line failing gf_line_check or the tokenizer is an error naming

@@ -347,6 +347,20 @@ static gf_status build_cache(const gf_tokenizer *tok, const char *src, const uin
     return s;
 }
 
+void gf_token_cache_path(const gf_tokenizer *tok, const char *split_path, const char *cache_dir, char *path,
+                         size_t cap) {
+    const char *base = strrchr(split_path, '/');
+    base = base ? base + 1 : split_path;
+    char key[64], hex[65];
+    snprintf(key, sizeof key, "%s", gf_tokenizer_key(tok));
+    for (char *p = key; *p; p++)
+        if (*p == ':' || *p == '/') *p = '-';
+    uint8_t d[32];
+    gf_sha256_buf(split_path, strlen(split_path), d);
+    gf_sha256_to_hex(d, hex);
+    snprintf(path, cap, "%s/%s.%.12s.%s.tok", cache_dir, base, hex, key);
+}
+
 gf_status gf_lm_split_tokens(const gf_tokenizer *tok, const char *split_path, const char *cache_dir, gf_tokens *out,
                              gf_cache_event *ev, char *why, size_t why_cap, int log) {
     gf_cache_event e = GF_CACHE_BUILT;
@@ -354,13 +368,8 @@ gf_status gf_lm_split_tokens(const gf_tokenizer *tok, const char *split_path, co
     uint8_t src_sha[32];
     GF_TRY(gf_sha256_file(split_path, src_sha, NULL));
     GF_TRY(gf_mkdir_p(cache_dir));
-    const char *base = strrchr(split_path, '/');
-    base = base ? base + 1 : split_path;
-    char key[64], cpath[PATH_MAX + 128];
-    snprintf(key, sizeof key, "%s", gf_tokenizer_key(tok));
-    for (char *p = key; *p; p++)
-        if (*p == ':' || *p == '/') *p = '-';
-    snprintf(cpath, sizeof cpath, "%s/%s.%s.tok", cache_dir, base, key);
+    char cpath[2 * PATH_MAX + 128];
+    gf_token_cache_path(tok, split_path, cache_dir, cpath, sizeof cpath);
     gf_status s = gf_token_cache_open(cpath, gf_tokenizer_key(tok), src_sha, out);
     if (s == GF_OK) e = GF_CACHE_HIT;
     else if (s == GF_E_INVALID || s == GF_E_CORRUPT) {

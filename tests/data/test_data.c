@@ -10,6 +10,7 @@
 #include "test_util.h"
 #include "gflow/data.h"
 #include "gflow/error.h"
+#include "gflow/fs.h"
 #include "gflow/rng.h"
 #include "gflow/tokenizer.h"
 
@@ -405,15 +406,11 @@ GF_TEST(data, token_cache_detects_other_tokenizer_and_corruption) {
     GF_CHECK(ev == GF_CACHE_HIT && ids.n == 8, "hit");
     /* the t1 cache read under t2's key is rejected with both names */
     char cpath[1400];
-    snprintf(cpath, sizeof cpath, "%s/wiki.tiny.tokens.%s.tok", cdir, gf_tokenizer_key(t1));
-    for (char *p = cpath + strlen(cdir) + 1; *p; p++)
-        if (*p == ':') *p = '-';
+    gf_token_cache_path(t1, split, cdir, cpath, sizeof cpath);
     GF_CHECK_ERR(gf_token_cache_open(cpath, gf_tokenizer_key(t2), NULL, &ids), GF_E_INVALID, "built by tokenizer");
     /* a cache file from another tokenizer under this tokenizer's name is rebuilt */
     char c2[1400];
-    snprintf(c2, sizeof c2, "%s/wiki.tiny.tokens.%s.tok", cdir, gf_tokenizer_key(t2));
-    for (char *p = c2 + strlen(cdir) + 1; *p; p++)
-        if (*p == ':') *p = '-';
+    gf_token_cache_path(t2, split, cdir, c2, sizeof c2);
     char cmd[3000];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", cpath, c2);
     GF_REQUIRE(system(cmd) == 0, "cp");
@@ -434,6 +431,16 @@ GF_TEST(data, token_cache_detects_other_tokenizer_and_corruption) {
     write_file(split, " a a \n");
     GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
     GF_CHECK(ev == GF_CACHE_REBUILT && ids.n == 3, "source change: %s", why);
+    /* a split of the same file name elsewhere keeps its own cache: neither rebuilds the other */
+    char other[1300];
+    snprintf(other, sizeof other, "%s/elsewhere", d);
+    GF_REQUIRE_OK(gf_mkdir_p(other));
+    snprintf(other + strlen(other), sizeof other - strlen(other), "/wiki.tiny.tokens");
+    write_file(other, " b \n");
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, other, cdir, &ids, &ev, why, sizeof why, 0));
+    GF_CHECK(ev == GF_CACHE_BUILT && ids.n == 2, "the other corpus: built, %lld tokens", (long long)ids.n);
+    GF_REQUIRE_OK(gf_lm_split_tokens(t1, split, cdir, &ids, &ev, why, sizeof why, 0));
+    GF_CHECK(ev == GF_CACHE_HIT && ids.n == 3, "the first corpus' cache kept (%d: %s)", (int)ev, why);
     gf_tokens_free(&ids);
     gf_tokenizer_free(t1);
     gf_tokenizer_free(t2);
