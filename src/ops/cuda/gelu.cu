@@ -1,18 +1,17 @@
 /* gelu.cu — exact GELU on the GPU: y = x Φ(x) = 0.5 x (1 + erf(x/√2)); the CPU op is
- * src/ops/gelu.c. Φ is CUDA's normcdff (erfc-based, accurate in relative terms on both tails,
- * as the CPU's gf_normal_cdf); no fast-math intrinsics. */
+ * src/ops/gelu.c. The arithmetic is cu_gelu and cu_gelu_slope (cu_util.cuh), shared with the
+ * fused linear_gelu.cu. */
 #include "cu_util.cuh"
 
 __global__ static void gelu_fwd(float *y, const float *x, int64_t n) {
-    CU_FOR(i, n) y[i] = x[i] * normcdff(x[i]);
+    CU_FOR(i, n) y[i] = cu_gelu(x[i]);
 }
 
 /* backward: dx (= if fresh, else +=) dy * (Φ(x) + x φ(x)),  φ(x) = exp(-x²/2) / √(2π) */
 template <bool Fresh>
 __global__ void gelu_bwd(float *dx, const float *g, const float *x, int64_t n) {
     CU_FOR(i, n) {
-        const float v = x[i];
-        const float slope = normcdff(v) + v * (0.39894228040143268f * expf(-0.5f * v * v));
+        const float slope = cu_gelu_slope(x[i]);
         dx[i] = Fresh ? g[i] * slope : dx[i] + g[i] * slope;
     }
 }
