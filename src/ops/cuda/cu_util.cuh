@@ -176,6 +176,8 @@ __global__ void cu_colsum_final(float *dst, const float *part, int64_t chunks, i
     }
 }
 
+/* f: a functor f(r, c) giving element (r, c), with f.bytes(N, C) what reading N rows of it moves
+ * (GF_CUDA_LAUNCHED's figure) */
 template <class F>
 static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, F f) {
     int64_t rows = CU_COLSUM_ROWS;
@@ -188,10 +190,10 @@ static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, 
     float *part = gf_cuda_floats(ctx, chunks * C); // (chunks, C)
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
     cu_colsum_part<F><<<grid, block, 0, gf_cuda_stream()>>>(part, N, C, rows, f);
-    GF_CUDA_LAUNCHED("cu_colsum_part");
+    GF_CUDA_LAUNCHED("cu_colsum_part", f.bytes(N, C) + 4 * chunks * C);
     if (store) cu_colsum_final<true><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
     else cu_colsum_final<false><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
-    GF_CUDA_LAUNCHED("cu_colsum_final");
+    GF_CUDA_LAUNCHED("cu_colsum_final", 4 * (chunks * C + (store ? 1 : 2) * C));
 }
 
 /* f(r, c) = g[r * C + c] */
@@ -199,6 +201,7 @@ struct cu_rows {
     const float *g;
     int64_t C;
     __device__ float operator()(int64_t r, int64_t c) const { return g[r * C + c]; }
+    int64_t bytes(int64_t N, int64_t C_) const { return 4 * N * C_; }
 };
 
 #endif

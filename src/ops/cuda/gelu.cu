@@ -21,9 +21,10 @@ static void gelu_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0];
     int64_t N = gf_tensor_numel(x);
     cudaStream_t s = gf_cuda_stream();
-    if (gf_grad_fresh(x)) gelu_bwd<true><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, x->data, N);
+    const int fresh = gf_grad_fresh(x);
+    if (fresh) gelu_bwd<true><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, x->data, N);
     else gelu_bwd<false><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, x->data, N);
-    GF_CUDA_LAUNCHED("gelu_bwd");
+    GF_CUDA_LAUNCHED("gelu_bwd", 4 * (fresh ? 3 : 4) * N);
 }
 
 static const gf_op_def gelu_cuda = {"gelu", GF_FAM_ELEMWISE, gelu_backward_cuda, 1};
@@ -32,7 +33,7 @@ gf_tensor *gf_gelu_cuda(gf_ctx *ctx, gf_tensor *x) {
     gf_tensor *y = cu_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
     gelu_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, x->data, N);
-    GF_CUDA_LAUNCHED("gelu_fwd");
+    GF_CUDA_LAUNCHED("gelu_fwd", 4 * 2 * N);
     gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &gelu_cuda, y, 1, in);
     return y;

@@ -41,7 +41,7 @@ void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const g
     if (b) {
         int64_t n = N * OUT;
         bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y, b->data, n, OUT);
-        GF_CUDA_LAUNCHED("bias_rows");
+        GF_CUDA_LAUNCHED("bias_rows", 4 * (n + OUT));
     }
     cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y, OUT);
 }

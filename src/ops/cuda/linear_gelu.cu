@@ -19,6 +19,7 @@ struct gelu_dh {
     float *dh;
     const float *dy, *h;
     int64_t C;
+    int64_t bytes(int64_t N, int64_t C_) const { return 4 * 3 * N * C_; }
     __device__ float operator()(int64_t r, int64_t c) const {
         const int64_t i = r * C + c;
         const float v = dy[i] * cu_gelu_slope(h[i]);
@@ -41,7 +42,7 @@ static void linear_gelu_backward_cuda(gf_ctx *ctx, gf_node *n) {
         cu_colsum(ctx, b->grad, N, OUT, gf_grad_fresh(b), gelu_dh{dh, dy, h, OUT});
     } else {
         linear_gelu_dh<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(dh, dy, h, N * OUT);
-        GF_CUDA_LAUNCHED("linear_gelu_dh");
+        GF_CUDA_LAUNCHED("linear_gelu_dh", 4 * 3 * N * OUT);
     }
     cu_linear_grads(ctx, x, w, dh);
 }
@@ -55,7 +56,7 @@ gf_tensor *gf_linear_gelu_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tenso
     cu_linear_into(ctx, x, w, b, h);
     gf_tensor *y = cu_tensor_like_cols(ctx, x, OUT); // (N, OUT)
     linear_gelu_fwd<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(y->data, h, N * OUT);
-    GF_CUDA_LAUNCHED("linear_gelu_fwd");
+    GF_CUDA_LAUNCHED("linear_gelu_fwd", 4 * 2 * N * OUT);
     gf_tensor *in[3] = {x, w, b};
     gf_node *n = gf_tape_record(ctx, &linear_gelu_cuda, y, 3, in);
     if (n) n->saved = h;
