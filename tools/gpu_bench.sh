@@ -33,6 +33,14 @@
 #       paper's shape, so tokens/s shows how each model's cost grows with L), gflow and PyTorch
 #       eager, then torch.compile where time is left, after the FP32 runs. --no-main skips the runs
 #       at the paper's shape (e.g. a second call for --long or --bf16 alone).
+#       Last, with what time is left, the profile step below (--no-profile: not).
+#   tools/gpu_bench.sh profile OUTDIR [--pack FILE] [--gflow PATH] [--budget S]
+#       The profile step alone: one short `gflow bench` of the GrassmannLM (3 steps after 2) under
+#       `nsys profile --stats=true` where nsys is on PATH (or in CUDA's folders), else one step under `ncu` (kernel
+#       durations), and one file OUTDIR/profile.md (tools/gpu_profile_summary.py): the ten kernels
+#       taking most GPU time, kernel launches per step, host time per step against GPU time; the
+#       profiler's whole output goes to OUTDIR/gpu_bench.log. Neither tool on PATH: profile.md and
+#       stderr say so and the exit status is 4 (run goes on: its table does not need it).
 #   env PYTHON (python3) is the interpreter with PyTorch.
 #
 # The device tool (this workplace's lent GPU): pack here (.gpu/ is git-ignored), then carry it:
@@ -49,10 +57,10 @@ pack() { exec tools/gpu_pack.sh "$@"; }  # one packer: the build, its libraries,
 
 # ---------------------------------------------------------------------------------------------
 out="" packf=.gpu/pack.tar.xz gflow="" steps=50 warmup=5 tsteps=30 twarmup=3 budget=540 compile=1 tf32=0 bf16=0
-long=0 main=1
+long=0 main=1 prof=1
 PY=${PYTHON:-python3}
 T0=$(date +%s)
-LOG="" RES=""
+LOG="" RES="" cub=""
 
 left() { echo $(( budget - ($(date +%s) - T0) )); }
 
@@ -96,9 +104,8 @@ row() {  # row MODEL RUN FILE [RATIO]: one table line from a bench output (its f
        "$(field "$f" ms_backward) | $(field "$f" ms_optimizer) | $(field "$f" mfu_pct) | ${mem:-?} | ${4:-} |"
 }
 
-run() {
-  [ $# -ge 1 ] || usage
-  out=$1; shift
+# the options of run and profile (profile takes --pack, --gflow and --budget)
+opts() {
   while [ $# -gt 0 ]; do
     case $1 in
       --pack) packf=$2; shift 2 ;;
@@ -113,19 +120,83 @@ run() {
       --bf16) bf16=1; shift ;;
       --long) long=1; shift ;;
       --no-main) main=0; shift ;;
+      --no-profile) prof=0; shift ;;
       *) echo "gpu_bench: unknown option $1" >&2; usage ;;
     esac
   done
+  case $budget in ''|*[!0-9]*) echo "gpu_bench: --budget $budget: seconds, a whole number" >&2; usage ;; esac
+}
+
+# the output folder, the log, gflow (unpacked from the pack unless --gflow) and cuBLAS's path
+setup() {
   mkdir -p "$out" || exit 1
-  LOG=$out/gpu_bench.log RES=$(mktemp -d)
+  LOG=$out/gpu_bench.log
   : >"$LOG"
   if [ -z "$gflow" ]; then
     # shellcheck source=tools/gpu_env.sh
     source tools/gpu_env.sh "$(dirname "$packf")" || exit 1  # unpacks once; sets GFLOW, GFLOW_DATA_MIRROR
     gflow=$GFLOW
   fi
-  local cub; cub=$(gf_find_cublas)
+  cub=$(gf_find_cublas)
   [ -n "$cub" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cub
+  return 0
+}
+
+# the profile step: OUTDIR/profile.md; 4 when neither nsys nor ncu is on PATH
+profile_step() {
+  local pw=2 ps=3 tool="" tmp; tmp=$(mktemp -d)
+  local gb=("$gflow" bench recipes/wikitext2.ini --set run.device=cuda --peak-n 0) d
+  for d in /usr/local/cuda/bin /opt/nvidia/nsight-systems/*/bin /opt/nvidia/nsight-compute/*; do  # CUDA's own folders
+    [ -d "$d" ] && PATH=$PATH:$d
+  done
+  if command -v nsys >/dev/null 2>&1; then
+    tool=nsys
+    # kernels inside the CUDA graphs of the queued steps traced one by one (node), not as one graph
+    step profile-nsys 240 nsys profile --stats=true --cuda-graph-trace=node --force-overwrite=true \
+      -o "$tmp/prof" "${gb[@]}" --steps "$ps" --warmup "$pw"
+    step profile-kernels 60 nsys stats --report cuda_gpu_kern_sum --format csv --output - "$tmp/prof.nsys-rep"
+    cp "$RES/profile-nsys" "$tmp/bench.txt" 2>/dev/null
+  elif command -v ncu >/dev/null 2>&1; then
+    tool=ncu ps=1 pw=0  # ncu replays every kernel: one timed step (and its queued twin)
+    step profile-ncu 300 ncu --csv --metrics gpu__time_duration.sum --log-file "$tmp/ncu.csv" "${gb[@]}" \
+      --steps "$ps" --warmup "$pw"
+    cp "$RES/profile-ncu" "$tmp/bench.txt" 2>/dev/null
+    cp "$tmp/ncu.csv" "$RES/profile-kernels" 2>/dev/null
+  else
+    echo "# GPU profile: not run" >"$out/profile.md"
+    echo "gpu_bench: profile: neither nsys nor ncu is on PATH (PATH=$PATH): no profile" | tee -a "$out/profile.md" "$LOG" >&2
+    rm -rf "$tmp"
+    return 4
+  fi
+  # the bench's process ran warm-up, timed and as many queued steps
+  if ! "$PY" tools/gpu_profile_summary.py --tool "$tool" --kernels "$RES/profile-kernels" --bench "$tmp/bench.txt" \
+      --steps $(( pw + 2 * ps )) >"$out/profile.md" 2>"$tmp/err"; then
+    { echo "# GPU profile ($tool): no summary"; cat "$tmp/err"; } >"$out/profile.md"
+    cat "$tmp/err" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  cat "$out/profile.md" >>"$LOG"
+  rm -rf "$tmp"
+}
+
+profile() {
+  [ $# -ge 1 ] || usage
+  out=$1; shift
+  opts "$@"
+  setup
+  RES=$(mktemp -d)
+  profile_step; local rc=$?
+  rm -rf "$RES"
+  return $rc
+}
+
+run() {
+  [ $# -ge 1 ] || usage
+  out=$1; shift
+  opts "$@"
+  setup
+  RES=$(mktemp -d)
   {
     echo "# gpu_bench.sh $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
     echo "# steps: gflow $steps after $warmup, torch $tsteps after $twarmup; budget ${budget}s; cuBLAS from ${cub:-the path gflow was configured with}"
@@ -251,6 +322,7 @@ run() {
     fi
   } >"$out/summary.md"
   cat "$out/summary.md"
+  [ "$prof" = 1 ] && profile_step
   echo "=== done after $(( $(date +%s) - T0 ))s" >>"$LOG"
   rm -rf "$RES"
 }
@@ -258,5 +330,6 @@ run() {
 case ${1:-} in
   pack) shift; pack "$@" ;;
   run) shift; run "$@" ;;
+  profile) shift; profile "$@"; exit $? ;;
   *) usage ;;
 esac

@@ -74,13 +74,20 @@ void gf_cublas_note(cublasStatus_t s, const char *call, const char *file, int li
  * launch, copy, memset and cuBLAS call of the ops) wait for the stream, so an error names the
  * kernel and the file:line of its launch (slow; gf_cuda_sync_mode says whether it is on). A
  * failure noted earlier is reported before any later GF_CUDA_TRY's error (a copy's, say). */
-#define GF_CUDA_LAUNCHED(kernel) gf_cuda_launched("launch of " kernel, __FILE__, __LINE__)
-/* GF_CUDA_LAUNCHED's function: counts the launch (gf_cuda_launches), then notes its error */
-void gf_cuda_launched(const char *call, const char *file, int line);
+/* bytes: what the launch moves to and from device memory, from its shapes: every buffer it reads
+ * plus every buffer it writes, each once at its size (an accumulation += a read and a write; a
+ * re-read is not counted again) */
+#define GF_CUDA_LAUNCHED(kernel, bytes) gf_cuda_launched("launch of " kernel, (int64_t)(bytes), __FILE__, __LINE__)
+/* GF_CUDA_LAUNCHED's function: counts the launch and its bytes (gf_cuda_launches,
+ * gf_cuda_launch_bytes), then notes its error */
+void gf_cuda_launched(const char *call, int64_t bytes, const char *file, int line);
 /* Launches the host has made since the process started: gflow's own kernels (each
  * GF_CUDA_LAUNCHED) and cuBLAS calls (each GF_CUBLAS_NOTE: one or more kernels of cuBLAS's). A
  * replayed CUDA graph launches its kernels without the host, so it adds nothing here. */
 void gf_cuda_launches(int64_t *kernels, int64_t *blas_calls);
+/* The bytes those launches of gflow's kernels moved (their GF_CUDA_LAUNCHED figures; cuBLAS's
+ * and the copies' not counted) */
+int64_t gf_cuda_launch_bytes(void);
 
 
 /* Wait for the stream. The first noted failure (then forgotten), else the stream's error. */

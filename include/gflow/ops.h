@@ -47,6 +47,9 @@ gf_tensor *gf_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, flo
                                     gf_tensor *beta, float eps);
 /* exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x);
+/* Fused gf_gelu(gf_linear(x, w, b)) (b may be NULL): the unfused chain's bits in one op, the
+ * pre-activation no tensor, its gradient and the bias's in one pass. */
+gf_tensor *gf_linear_gelu(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
 /* Fused softmax + cross-entropy. logits (N, V), targets (N) int32; targets equal to
  * ignore_index are skipped. Returns the mean over the counted rows, shape (1);

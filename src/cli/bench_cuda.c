@@ -128,7 +128,10 @@ int64_t gf_bench_gpu_mallocs(const gf_session *s) { return s->ctx.cuda ? s->ctx.
 
 void gf_bench_gpu_peak_reset(void) { gf_cuda_mem_peak_reset(); }
 
-void gf_bench_gpu_launches(int64_t counts[2]) { gf_cuda_launches(&counts[0], &counts[1]); }
+void gf_bench_gpu_launches(int64_t counts[3]) {
+    gf_cuda_launches(&counts[0], &counts[1]);
+    counts[2] = gf_cuda_launch_bytes();
+}
 
 void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) {
     const gf_cuda_graph *g = gf_gpu_step_graph(s->gpu);
@@ -257,7 +260,7 @@ gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const gf_session *s, 
 }
 int64_t gf_bench_gpu_mallocs(const gf_session *s) { (void)s; return 0; }
 void gf_bench_gpu_peak_reset(void) {}
-void gf_bench_gpu_launches(int64_t counts[2]) { counts[0] = counts[1] = 0; }
+void gf_bench_gpu_launches(int64_t counts[3]) { counts[0] = counts[1] = counts[2] = 0; }
 void gf_bench_gpu_graphs(const gf_session *s, int64_t counts[5]) { (void)s; memset(counts, 0, 5 * sizeof counts[0]); }
 gf_status gf_bench_clock_open(gf_session *s, gf_bench_clock **out) { (void)s; *out = NULL; return no_cuda(); }
 gf_status gf_bench_clock_start(gf_bench_clock *c) { (void)c; return no_cuda(); }

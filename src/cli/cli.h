@@ -103,8 +103,9 @@ void gf_bench_gpu_print_mfu(const gf_bench_gpu *g, double gflops);
 gf_status gf_bench_gpu_print_memory(const gf_bench_gpu *g, const struct gf_session *s, int64_t mallocs_timed);
 /* cudaMalloc calls of the session's device step arena so far */
 int64_t gf_bench_gpu_mallocs(const struct gf_session *s);
-/* launches the host made so far: gflow's kernels, cuBLAS calls (gf_cuda_launches) */
-void gf_bench_gpu_launches(int64_t counts[2]);
+/* launches the host made so far: gflow's kernels, cuBLAS calls (gf_cuda_launches), and the bytes
+ * gflow's kernels moved (gf_cuda_launch_bytes) */
+void gf_bench_gpu_launches(int64_t counts[3]);
 /* the high-water mark of gflow's device memory from now on (gf_cuda_mem_peak_reset) */
 void gf_bench_gpu_peak_reset(void);
 /* the session's CUDA graph so far: launched, instantiated, updated in place, captures dropped and

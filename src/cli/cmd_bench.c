@@ -48,7 +48,8 @@ typedef struct bench_times {
     double host;          /* GPU: the host's wall time in gf_train_step (queueing, and its own waits) */
     long faults;
     int64_t mallocs, dev_mallocs;
-    int64_t launches[2]; /* GPU: gflow's kernels and cuBLAS calls the host launched (gf_bench_gpu_launches) */
+    /* GPU: gflow's kernels and cuBLAS calls the host launched, the kernels' bytes (gf_bench_gpu_launches) */
+    int64_t launches[3];
 } bench_times;
 
 /* GPU: the steps queued as the trainer queues them (time_queued) */
@@ -183,7 +184,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     *bt = (bench_times){0};
     double cpu0 = 0;
     long flt0 = 0;
-    int64_t mallocs_before = 0, dev_mallocs_before = 0, launches0[2] = {0, 0};
+    int64_t mallocs_before = 0, dev_mallocs_before = 0, launches0[3] = {0, 0, 0};
     gf_step_in in = bench_step_in(s, B, lr, 0);
     for (int64_t it = 0; it < o->warmup + o->steps; it++) {
         int timed = it >= o->warmup;
@@ -215,7 +216,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
     bt->mallocs = s->ctx.arena.n_chunk_allocs - mallocs_before;
     bt->dev_mallocs = gf_bench_gpu_mallocs(s) - dev_mallocs_before;
     gf_bench_gpu_launches(bt->launches);
-    bt->launches[0] -= launches0[0], bt->launches[1] -= launches0[1];
+    for (int k = 0; k < 3; k++) bt->launches[k] -= launches0[k];
     return GF_OK;
 }
 
@@ -243,6 +244,19 @@ static gf_status time_queued(gf_session *s, const bench_opts *o, int64_t B, gf_a
     return GF_OK;
 }
 
+/* GPU: what a timed (uncaptured) step launches and what its kernels move */
+static void print_launches(const bench_times *bt, int64_t steps) {
+    /* the count a fused kernel lowers */
+    printf("kernel_launches_per_step: %.1f (gflow's kernels %.1f, cuBLAS calls %.1f; the timed steps, "
+           "uncaptured: a replayed graph launches the same kernels without the host)\n",
+           (double)(bt->launches[0] + bt->launches[1]) / (double)steps, (double)bt->launches[0] / (double)steps,
+           (double)bt->launches[1] / (double)steps);
+    /* from the shapes at each launch, not measured: what fusing two kernels saves shows here */
+    printf("elementwise_bytes_per_step: %.0f (%.1f MB: what gflow's own kernels read plus write, each buffer once, "
+           "from their shapes at launch; cuBLAS's and the copies' not counted)\n",
+           (double)bt->launches[2] / (double)steps, (double)bt->launches[2] / (double)steps / 1e6);
+}
+
 static gf_status report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
                         double comm, double rss_mb, double peak, const gf_bench_gpu *gpu, const bench_queued *q) {
     int world = gf_dist_size();
@@ -264,11 +278,7 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
     int prec = gpu ? 3 : 1;
     printf("ms_per_step: %.*f\n", prec, 1e3 * per);
     if (gpu) printf("host_ms_per_step: %.3f (the host's wall time in gf_train_step)\n", 1e3 * bt->host / (double)steps);
-    if (gpu) /* what a step launches when nothing is captured: the count a fused kernel lowers */
-        printf("kernel_launches_per_step: %.1f (gflow's kernels %.1f, cuBLAS calls %.1f; the timed steps, "
-               "uncaptured: a replayed graph launches the same kernels without the host)\n",
-               (double)(bt->launches[0] + bt->launches[1]) / (double)steps, (double)bt->launches[0] / (double)steps,
-               (double)bt->launches[1] / (double)steps);
+    if (gpu) print_launches(bt, steps);
     if (q) {
         const int64_t *a = q->graphs0, *b = q->graphs1;
         printf("queued_tokens_per_s: %.1f\n", tok * (double)steps / q->wall);

@@ -91,7 +91,7 @@ void gf_trunk_register(gf_params *ps, const gf_block_cfg *c, int64_t vocab, int6
 }
 
 gf_tensor *gf_ffn(gf_ctx *ctx, const gf_block *b, gf_tensor *y, float p) {
-    gf_tensor *h = gf_gelu(ctx, gf_linear(ctx, y, b->fc1_w, b->fc1_b));
+    gf_tensor *h = gf_linear_gelu(ctx, y, b->fc1_w, b->fc1_b); /* gelu(linear(...)) fused */
     return gf_dropout(ctx, gf_linear(ctx, h, b->fc2_w, b->fc2_b), p);
 }
 

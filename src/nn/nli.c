@@ -75,7 +75,7 @@ gf_tensor *gf_nli_forward(gf_nli *m, gf_ctx *ctx, const int32_t *prem, const flo
     for (int64_t l = 0; l < c->n_layers; l++) h = gf_block_forward(ctx, &bc, &m->blocks[l], h, &in);
     h = gf_layernorm(ctx, h, m->ln_f_w, m->ln_f_b, c->ln_eps);
     gf_tensor *feat = gf_pair_match(ctx, gf_masked_mean(ctx, h, mask)); // (B, 4D)
-    gf_tensor *hid = gf_dropout(ctx, gf_gelu(ctx, gf_linear(ctx, feat, m->cls_fc1_w, m->cls_fc1_b)), c->dropout);
+    gf_tensor *hid = gf_dropout(ctx, gf_linear_gelu(ctx, feat, m->cls_fc1_w, m->cls_fc1_b), c->dropout);
     gf_tensor *logits = gf_linear(ctx, hid, m->cls_fc2_w, m->cls_fc2_b); // (B, 3)
 
     for (int64_t b = 0; labels && b < B; b++)

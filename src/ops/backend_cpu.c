@@ -15,6 +15,7 @@ const gf_backend_ops gf_backend_ops_cpu = {
     .lerp = gf_lerp,
     .sigmoid_lerp = gf_sigmoid_lerp,
     .dropout_add_layernorm = gf_dropout_add_layernorm,
+    .linear_gelu = gf_linear_gelu,
     .plucker_mix = gf_plucker_mix,
     .attention = gf_attention,
     .head_ce = gf_head_ce,

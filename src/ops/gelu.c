@@ -1,6 +1,7 @@
 /* gelu.c — exact GELU (PyTorch default, not the tanh form): y = x Φ(x) = 0.5 x (1 + erf(x/√2)).
  * Φ comes from gf_normal_cdf (op_util.h): a branch-free erfc fit with < 1.2e-7 relative error,
- * so the loops vectorise (libm's erff/expf are scalar calls and were ~1/3 of elementwise time). */
+ * so the loops vectorise (libm's erff/expf are scalar calls and were ~1/3 of elementwise time).
+ * The passes below are also the fused linear_gelu.c's, so both give the same bits. */
 #include "op_util.h"
 
 /* backward: dx += dy * (Φ(x) + x φ(x)),  φ(x) = exp(-x²/2) / √(2π) */
@@ -14,8 +15,8 @@ static inline float gelu_slope(float v) {
  * (GF_KERNEL_CLONES) while OpenMP splits the spans across threads */
 #define GELU_SPAN 4096
 
-GF_KERNEL_CLONES static void gelu_backward_span(float *restrict dx, const float *restrict g,
-                                                const float *restrict xd, int64_t n, int fresh) {
+GF_KERNEL_CLONES void gf_gelu_backward_span(float *restrict dx, const float *restrict g, const float *restrict xd,
+                                            int64_t n, int fresh) {
     if (fresh) {
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) dx[i] = g[i] * gelu_slope(xd[i]);
@@ -30,18 +31,28 @@ GF_KERNEL_CLONES static void gelu_forward_span(float *restrict yd, const float *
     for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
 }
 
-static void gelu_backward(gf_ctx *ctx, gf_node *n) {
-    (void)ctx;
-    gf_tensor *x = n->in[0];
-    const float *g = n->out->grad, *xd = x->data;
-    float *dx = x->grad;
-    int64_t N = gf_tensor_numel(x), nb = (N + GELU_SPAN - 1) / GELU_SPAN;
-    int fresh = gf_grad_fresh(x);
+void gf_gelu_backward_rows(float *dx, const float *g, const float *xd, int64_t N, int fresh) {
+    int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * GELU_SPAN, m = N - lo < GELU_SPAN ? N - lo : GELU_SPAN;
-        gelu_backward_span(dx + lo, g + lo, xd + lo, m, fresh);
+        gf_gelu_backward_span(dx + lo, g + lo, xd + lo, m, fresh);
     }
+}
+
+void gf_gelu_forward_rows(float *yd, const float *xd, int64_t N) {
+    int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * GELU_SPAN;
+        gelu_forward_span(yd + lo, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
+    }
+}
+
+static void gelu_backward(gf_ctx *ctx, gf_node *n) {
+    (void)ctx;
+    gf_tensor *x = n->in[0];
+    gf_gelu_backward_rows(x->grad, n->out->grad, x->data, gf_tensor_numel(x), gf_grad_fresh(x));
 }
 
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
@@ -50,15 +61,7 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     const gf_backend_ops *dev = gf_op_backend("gelu", 1, in);
     if (dev) return dev->gelu(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
-    int64_t N = gf_tensor_numel(x);
-    const float *xd = x->data;
-    float *yd = y->data;
-    int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * GELU_SPAN;
-        gelu_forward_span(yd + lo, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
-    }
+    gf_gelu_forward_rows(y->data, x->data, gf_tensor_numel(x));
     gf_tape_record(ctx, &gf_op_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -1,10 +1,27 @@
 /* linear.c — y = x W^T + b through gf_gemm (cblas_sgemm, or bf16: gemm.c), PyTorch (OUT, IN) weight layout.
  *
  * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
- * The tied LM head is this op with W = tok_emb (V, D) and no bias.
+ * The tied LM head is this op with W = tok_emb (V, D) and no bias. The product and the two weight
+ * and input GEMMs of the backward are also the fused linear_gelu.c's (gf_linear_into,
+ * gf_linear_grads), so both give the same bits.
  */
 #include "op_util.h"
 #include <cblas.h>
+
+void gf_linear_check(const char *op, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b) {
+    GF_ASSERT(w->ndim == 2 && w->shape[1] == gf_tensor_cols(x),
+              "%s: x has %lld columns, weight %s is [%lld, %lld]", op, (long long)gf_tensor_cols(x),
+              w->name ? w->name : "?", (long long)w->shape[0], (long long)w->shape[1]);
+    GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "%s: bias shape mismatch", op);
+}
+
+void gf_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
+    if (gf_needs_grad(x)) /* beta 0 on a fresh buffer: the GEMM stores */
+        gf_gemm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+    if (gf_needs_grad(w))
+        gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+}
 
 /* backward, with G = dL/dY (N, OUT):
  *   dX (N, IN)  += G · W          (sgemm NN)
@@ -14,38 +31,36 @@
 static void linear_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *G = n->out->grad; // (N, OUT)
-    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
-    if (gf_needs_grad(x)) /* beta 0 on a fresh buffer: the GEMM stores */
-        gf_gemm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
-    if (gf_needs_grad(w))
-        gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+    gf_linear_grads(ctx, x, w, G);
     if (gf_needs_grad(b)) {
+        int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
         if (gf_grad_fresh(b)) memset(b->grad, 0, (size_t)OUT * sizeof(float));
         gf_colsum_acc(ctx, b->grad, G, NULL, N, OUT);
     }
 }
 
-gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
-    double t0 = gf_prof_begin(ctx);
-    GF_ASSERT(w->ndim == 2 && w->shape[1] == gf_tensor_cols(x),
-              "linear: x has %lld columns, weight %s is [%lld, %lld]", (long long)gf_tensor_cols(x),
-              w->name ? w->name : "?", (long long)w->shape[0], (long long)w->shape[1]);
-    GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "linear: bias shape mismatch");
-    gf_tensor *in[3] = {x, w, b};
-    const gf_backend_ops *dev = gf_op_backend("linear", 3, in);
-    if (dev) return dev->linear(ctx, x, w, b);
+void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
-    gf_tensor *y = gf_tensor_like_cols(ctx, x, OUT); // (N, OUT)
     float beta = 0.0f;
     if (b) {
 #pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < N; r++) memcpy(y->data + r * OUT, b->data, (size_t)OUT * sizeof(float));
+        for (int64_t r = 0; r < N; r++) memcpy(y + r * OUT, b->data, (size_t)OUT * sizeof(float));
         beta = 1.0f;
     }
     if (N == 1 && ctx->precision == GF_PREC_FP32) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data, IN, x->data, 1, beta, y->data, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data, IN, x->data, 1, beta, y, 1);
     else
-        gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, beta, y->data, OUT);
+        gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, beta, y, OUT);
+}
+
+gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
+    double t0 = gf_prof_begin(ctx);
+    gf_linear_check("linear", x, w, b);
+    gf_tensor *in[3] = {x, w, b};
+    const gf_backend_ops *dev = gf_op_backend("linear", 3, in);
+    if (dev) return dev->linear(ctx, x, w, b);
+    gf_tensor *y = gf_tensor_like_cols(ctx, x, w->shape[0]); // (N, OUT)
+    gf_linear_into(ctx, x, w, b, y->data);
     gf_tape_record(ctx, &gf_op_linear, y, 3, in);
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
     return y;

@@ -48,6 +48,15 @@ static inline double gf_prof_begin(const gf_ctx *ctx) { return ctx->profile ? gf
 static inline void gf_prof_end(gf_ctx *ctx, gf_op_family fam, double t0) {
     if (ctx->profile) { ctx->prof.fwd_s[fam] += gf_time_now() - t0; ctx->prof.calls[fam]++; }
 }
+/* In a backward whose op spans two families: the time since t0 counted as fam, not as the op's
+ * own family op_fam (the tape charges the whole backward to op_fam). */
+static inline void gf_prof_bwd_as(gf_ctx *ctx, gf_op_family op_fam, gf_op_family fam, double t0) {
+    if (ctx->profile) {
+        double t = gf_time_now() - t0;
+        ctx->prof.bwd_s[fam] += t;
+        ctx->prof.bwd_s[op_fam] -= t;
+    }
+}
 
 /* Record g's node (in: its n_in inputs) with the op's saved buffers, n_ip integer parameters and
  * one real one, as a CPU op and its CUDA twin both do. NULL where the tape keeps no node. */
@@ -71,6 +80,24 @@ gf_tensor *gf_tensor_like(gf_ctx *ctx, const gf_tensor *x);
  * Parallel over row blocks with per-thread partials added in thread order: reproducible
  * for a fixed thread count. Scratch comes from the step arena. */
 void gf_colsum_acc(gf_ctx *ctx, float *dst, const float *x, const float *w, int64_t N, int64_t C);
+/* gf_colsum_acc(dst, x, NULL) with row r of x written by fill(arg, r) just before it is summed,
+ * by the thread that sums it: one pass produces x and its column sums, the same bits as the two
+ * passes (linear_gelu.c's GELU gradient and bias gradient). */
+void gf_colsum_fill(gf_ctx *ctx, float *dst, float *x, int64_t N, int64_t C, void (*fill)(void *arg, int64_t r),
+                    void *arg);
+
+/* linear.c's parts, shared with the fused linear_gelu.c so both give linear's bits:
+ * its shape checks (op names the op); y (N, OUT) = x W^T + b (the bias written first, the GEMM
+ * adding to it; b may be NULL); dX and dW from G = dL/dY (N, OUT), each stored where fresh. */
+void gf_linear_check(const char *op, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b);
+void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y);
+void gf_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G);
+
+/* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
+ * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). */
+void gf_gelu_forward_rows(float *y, const float *x, int64_t n);
+void gf_gelu_backward_rows(float *dx, const float *dy, const float *x, int64_t n, int fresh);
+void gf_gelu_backward_span(float *dx, const float *dy, const float *x, int64_t n, int fresh);
 
 /* check that b broadcasts onto a: same shape, or b's shape equals a's trailing dims */
 int gf_broadcastable(const gf_tensor *a, const gf_tensor *b);

@@ -8,5 +8,5 @@ __global__ static void fk_store(float *p) { p[threadIdx.x] = 1.0f; }
 
 extern "C" void gf_test_launch_fault(float *p) {
     fk_store<<<1, 32, 0, gf_cuda_stream()>>>(p);
-    GF_CUDA_LAUNCHED("fk_store");
+    GF_CUDA_LAUNCHED("fk_store", 4 * 32); /* 32 floats written */
 }

@@ -157,13 +157,14 @@ GF_TEST(cuda, bench_on_gpu) {
     free(out);
 }
 
-/* kernels and cuBLAS calls a step of an n-layer GrassmannLM launches (bench's counts), -1 on failure */
-static int launches_of(int layers, double *kernels, double *blas) {
+/* kernels, cuBLAS calls and gflow's kernels' bytes a step of an n-layer GrassmannLM launches and
+ * moves (bench's counts), with one more recipe setting (or NULL); -1 on failure */
+static int launches_of(int layers, const char *more, double *kernels, double *blas, double *bytes) {
     char log[1024], set[64];
-    snprintf(log, sizeof log, "%s/bench_launches_%d.log", gf_test_tmpdir(), layers);
+    snprintf(log, sizeof log, "%s/bench_launches_%d_%s.log", gf_test_tmpdir(), layers, more ? more : "base");
     snprintf(set, sizeof set, "model.n_layers=%d", layers);
     const char *args[] = {"bench", rel_base_recipe(), "--set", "run.device=cuda", "--set", set, "--steps", "2",
-                          "--warmup", "1", "--peak-n", "0", NULL};
+                          "--warmup", "1", "--peak-n", "0", more ? "--set" : NULL, more, NULL};
     pid_t pid = rel_gflow_spawn(log, args);
     int wst = 0;
     if (pid <= 0 || waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst)) return -1;
@@ -171,23 +172,57 @@ static int launches_of(int layers, double *kernels, double *blas) {
     if (!out) return -1;
     const char *p = strstr(out, "\nkernel_launches_per_step: ");
     int ok = p && sscanf(p, "\nkernel_launches_per_step: %*f (gflow's kernels %lf, cuBLAS calls %lf", kernels, blas) == 2;
+    p = strstr(out, "\nelementwise_bytes_per_step: ");
+    ok = ok && p && sscanf(p, "\nelementwise_bytes_per_step: %lf (", bytes) == 1;
     free(out);
     return ok ? 0 : -1;
 }
 
 /* The launch count is the step's: each layer adds the same number of kernels and cuBLAS calls
- * (what a fused kernel would lower), and the rest of the step launches some too. */
+ * (what a fused kernel would lower), and the same bytes, and the rest of the step launches some too. */
 GF_TEST(cuda, bench_counts_launches_per_layer) {
     if (cuda_bench_possible()) { gf_error_clear(); return; } /* bench_on_gpu checks the refusal */
-    double k[3], b[3];
-    for (int l = 0; l < 3; l++) GF_REQUIRE(launches_of(l + 1, &k[l], &b[l]) == 0, "bench of %d layers", l + 1);
+    double k[3], b[3], m[3];
+    for (int l = 0; l < 3; l++)
+        GF_REQUIRE(launches_of(l + 1, NULL, &k[l], &b[l], &m[l]) == 0, "bench of %d layers", l + 1);
     GF_CHECK(k[1] - k[0] > 0 && k[2] - k[1] == k[1] - k[0], "gflow's kernels by layers 1, 2, 3: %g %g %g", k[0], k[1],
              k[2]);
     GF_CHECK(b[1] - b[0] > 0 && b[2] - b[1] == b[1] - b[0], "cuBLAS calls by layers 1, 2, 3: %g %g %g", b[0], b[1], b[2]);
+    /* the bytes alike but for the norm's and the finiteness check's partial sums over the whole
+     * gradient, one per block of 2,048 floats: a few times 8 bytes either way */
+    GF_CHECK(m[1] - m[0] > 0 && fabs((m[2] - m[1]) - (m[1] - m[0])) <= 1e-4 * (m[1] - m[0]),
+             "bytes by layers 1, 2, 3: %.0f %.0f %.0f", m[0], m[1], m[2]);
     GF_CHECK(k[0] > k[1] - k[0] && b[0] >= b[1] - b[0], "the step outside the layers: %g kernels, %g cuBLAS calls",
              k[0] - (k[1] - k[0]), b[0] - (b[1] - b[0]));
-    printf("  a GrassmannLM step launches %g kernels and %g cuBLAS calls per layer, %g and %g besides\n", k[1] - k[0],
-           b[1] - b[0], k[0] - (k[1] - k[0]), b[0] - (b[1] - b[0]));
+    printf("  a GrassmannLM step launches %g kernels and %g cuBLAS calls per layer, %g and %g besides; its kernels "
+           "move %.0f bytes per layer, %.0f besides\n",
+           k[1] - k[0], b[1] - b[0], k[0] - (k[1] - k[0]), b[0] - (b[1] - b[0]), m[1] - m[0], m[0] - (m[1] - m[0]));
+}
+
+/* A layer's bytes (two layers' less one's) against the model's size, with the kernels unchanged:
+ * twice the sequence doubles every activation a kernel moves but not the layer's parameters
+ * (the optimizer's pass, bias reads, column sums' outputs): between 1.5 and 2 times; twice
+ * d_model (d_ff and r kept) doubles the D-wide activations but not the r- or d_ff-wide ones, and
+ * the gate's 2D x D weight quadruples in the optimizer's pass: between 1.5 and 2.5 times. A count
+ * that ignored the shapes would stay put. */
+GF_TEST(cuda, bench_bytes_grow_with_the_model) {
+    if (cuda_bench_possible()) { gf_error_clear(); return; }
+    static const char *more[3] = {NULL, "data.seq_len=32", "model.d_model=64"};
+    double layer[3], k[2][3], b[2][3], m[2][3];
+    for (int v = 0; v < 3; v++) {
+        for (int l = 0; l < 2; l++)
+            GF_REQUIRE(launches_of(l + 1, more[v], &k[l][v], &b[l][v], &m[l][v]) == 0, "bench of %d layers, %s", l + 1,
+                       more[v] ? more[v] : "base");
+        layer[v] = m[1][v] - m[0][v];
+        GF_CHECK(k[1][v] - k[0][v] == k[1][0] - k[0][0], "%s: %g kernels a layer, base %g", more[v] ? more[v] : "base",
+                 k[1][v] - k[0][v], k[1][0] - k[0][0]);
+    }
+    const double seq = layer[1] / layer[0], width = layer[2] / layer[0];
+    GF_CHECK(seq >= 1.5 && seq <= 2.0, "twice the sequence: %.0f -> %.0f bytes a layer (%.3fx)", layer[0], layer[1],
+             seq);
+    GF_CHECK(width >= 1.5 && width <= 2.5, "twice the width: %.0f -> %.0f bytes a layer (%.3fx)", layer[0],
+             layer[2], width);
+    printf("  bytes a layer: %.0f; twice the sequence %.3fx, twice the width %.3fx\n", layer[0], seq, width);
 }
 
 #endif

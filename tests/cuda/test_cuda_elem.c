@@ -1,5 +1,5 @@
 /* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
- * masked_mean, pair_match, the fused sigmoid_lerp and dropout_add_layernorm) against their CPU
+ * masked_mean, pair_match, the fused sigmoid_lerp, dropout_add_layernorm and linear_gelu) against their CPU
  * ops, forward and backward, through the harness of cuda_check.h (normwise relative error
  * <= 1e-4, the same bits on a second GPU run, input gradients that start non-zero). Shapes are
  * awkward: one row, D = 100, widths that are not multiples of 32, more elements than one block,
@@ -332,6 +332,48 @@ GF_TEST(cuda, dropout_add_layernorm) {
         add_input(&c, 1, &D, 442 + 4 * i, 0.5f);
         add_input(&c, 1, &D, 443 + 4 * i, 0.5f);
         GF_CHECK(check_case(&c) == 0, "dropout_add_layernorm case %zu", i);
+        case_free(&c);
+    }
+}
+
+/* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
+
+typedef struct lg_user {
+    int bias; /* 0: b NULL */
+    int wrap; /* x out of a gelu: its gradient starts fresh */
+} lg_user;
+
+static gf_tensor *b_lgelu(gf_ctx *c, gf_tensor **in, void *u) {
+    const lg_user *l = u;
+    return gf_linear_gelu(c, l->wrap ? gf_gelu(c, in[0]) : in[0], in[1], l->bias ? in[2] : NULL);
+}
+
+GF_TEST(cuda, linear_gelu) {
+    /* x shape, OUT; one row, widths not multiples of 32, more rows than a column-sum chunk */
+    static const struct { int32_t nd; int64_t s[3]; int64_t out; lg_user u; gf_precision prec; } k[] = {
+        {2, {1, 100}, 37, {1, 0}, GF_PREC_FP32},   {3, {3, 7, 33}, 65, {1, 1}, GF_PREC_FP32},
+        {2, {700, 64}, 96, {1, 1}, GF_PREC_FP32},  {3, {2, 5, 40}, 50, {0, 1}, GF_PREC_FP32},
+        {3, {3, 5, 100}, 100, {1, 1}, GF_PREC_BF16},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = k[i].prec ? "linear_gelu bf16" : "linear_gelu", .f = b_lgelu, .user = (void *)&k[i].u,
+                     .precision = k[i].prec, .tol = k[i].prec ? BF16_TOL : 0};
+        int64_t sw[2] = {k[i].out, k[i].s[k[i].nd - 1]}, sb[1] = {k[i].out};
+        add_input(&c, k[i].nd, k[i].s, 460 + 3 * i, 1.0f);
+        add_input(&c, 2, sw, 461 + 3 * i, 0.3f);
+        if (k[i].u.bias) add_input(&c, 1, sb, 462 + 3 * i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "linear_gelu case %zu", i);
+        case_free(&c);
+    }
+    static const lg_user plain = {1, 0};
+    int64_t sx[2] = {9, 33}, sw[2] = {40, 33}, sb[1] = {40};
+    for (int skip = 0; skip < 3; skip++) { /* each input in turn without a gradient (no bias gradient: dh alone) */
+        op_case c = {.what = "linear_gelu(one input without grad)", .f = b_lgelu, .user = (void *)&plain};
+        add_input(&c, 2, sx, 480 + 3 * (uint64_t)skip, 1.0f);
+        add_input(&c, 2, sw, 481 + 3 * (uint64_t)skip, 0.3f);
+        add_input(&c, 1, sb, 482 + 3 * (uint64_t)skip, 0.5f);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "linear_gelu, input %d without grad", skip);
         case_free(&c);
     }
 }

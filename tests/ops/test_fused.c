@@ -1,4 +1,4 @@
-/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm): finite
+/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu): finite
  * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
  * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
 #include "gf_test.h"
@@ -57,6 +57,31 @@ static gf_tensor *b_dal_xx(gf_ctx *c, gf_tensor **in, void *u) {
 static gf_tensor *b_dal_xx_chain(gf_ctx *c, gf_tensor **in, void *u) {
     dal_setup(c, u);
     return gf_layernorm(c, gf_add(c, in[0], gf_dropout(c, in[0], ((const dal_user *)u)->p)), in[2], in[3], 1e-5f);
+}
+
+/* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
+
+typedef struct lg_user {
+    int wrap;      /* x, w and b come out of a gelu, so their gradients start fresh */
+    int no_bias;   /* b NULL (two inputs) */
+    int bias_only; /* x and w need no gradient: the bias's gradient alone */
+    gf_precision precision;
+} lg_user;
+
+static gf_tensor *lg_in(gf_ctx *c, gf_tensor **in, const lg_user *u, int i) {
+    if (i == 2 && u->no_bias) return NULL;
+    if (u->bias_only && i < 2) in[i]->flags &= ~GF_T_REQ_GRAD;
+    return u->wrap ? gf_gelu(c, in[i]) : in[i];
+}
+static gf_tensor *b_lg(gf_ctx *c, gf_tensor **in, void *uv) {
+    const lg_user *u = uv;
+    c->precision = u->precision;
+    return gf_linear_gelu(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2));
+}
+static gf_tensor *b_lg_chain(gf_ctx *c, gf_tensor **in, void *uv) {
+    const lg_user *u = uv;
+    c->precision = u->precision;
+    return gf_gelu(c, gf_linear(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2)));
 }
 
 /* inputs (n of shapes sh) made twice alike, gradients starting at N(0, 0.5); the fused build and
@@ -169,4 +194,31 @@ GF_TEST(unit, dropout_add_layernorm_is_the_chain) {
         check_bitwise(what, b_dal, b_dal_chain, 4, nd, cases[i].rows ? sh2 : sh, (void *)&cases[i]);
     }
     check_bitwise("dropout_add_layernorm(x, x)", b_dal_xx, b_dal_xx_chain, 4, nd, sh, (void *)&cases[0]);
+}
+
+GF_TEST(grad, linear_gelu) {
+    int64_t sx[3] = {2, 3, 5}, sw[2] = {6, 5}, sb[1] = {6};
+    gf_tensor *in[3] = {gc_leaf(3, sx, 621, 1.5f), gc_leaf(2, sw, 622, 0.7f), gc_leaf(1, sb, 623, 0.5f)};
+    lg_user plain = {0}, nob = {.no_bias = 1};
+    GF_CHECK(gc_check("linear_gelu", b_lg, in, 3, &plain, (gc_opts){.h = 1e-3}) == 0, "linear_gelu grads");
+    GF_CHECK(gc_check("linear_gelu(no bias)", b_lg, in, 2, &nob, (gc_opts){.h = 1e-3}) == 0, "no-bias grads");
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+}
+
+GF_TEST(unit, linear_gelu_is_the_chain) {
+    static const int32_t nd[3] = {3, 2, 1};
+    /* 21 rows (the column sum's one-thread path), 120 rows (its per-thread partials), one row
+     * (the GEMV path) */
+    static const int64_t small[3][3] = {{3, 7, 40}, {50, 40}, {50}}, many[3][3] = {{4, 30, 40}, {70, 40}, {70}};
+    static const int64_t one[3][3] = {{1, 1, 33}, {20, 33}, {20}};
+    const lg_user cases[] = {{0}, {.wrap = 1}, {.bias_only = 1}, {.precision = GF_PREC_BF16, .wrap = 1}};
+    const int64_t (*shapes[])[3] = {small, many, one};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "linear_gelu shape %zu case %zu", k, i);
+            check_bitwise(what, b_lg, b_lg_chain, 3, nd, shapes[k], (void *)&cases[i]);
+        }
+    const lg_user nob = {.no_bias = 1, .wrap = 1};
+    check_bitwise("linear_gelu(no bias)", b_lg, b_lg_chain, 2, nd, many, (void *)&nob);
 }

@@ -80,9 +80,9 @@ extern "C" gf_status gf_cuda_sumsq_to(const float *x, int64_t n, double *out_dev
     const unsigned g = reduce_blocks(n);
     cudaStream_t st = gf_cuda_stream();
     sumsq_part<<<g, SUMSQ_THREADS, 0, st>>>(x, n, scratch);
-    GF_CUDA_LAUNCHED("sumsq_part");
+    GF_CUDA_LAUNCHED("sumsq_part", 4 * n + 8 * (int64_t)g);
     sumsq_final<<<1, GF_SUMSQ_BLOCKS, 0, st>>>(scratch, (int)g, out_dev);
-    GF_CUDA_LAUNCHED("sumsq_final");
+    GF_CUDA_LAUNCHED("sumsq_final", 8 * (int64_t)g + 8);
     return GF_OK;
 }
 
@@ -127,8 +127,8 @@ extern "C" gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const in
     const unsigned g = reduce_blocks(n);
     cudaStream_t st = gf_cuda_stream();
     nonfinite_part<<<g, SUMSQ_THREADS, 0, st>>>(x, n, when_dev, scratch);
-    GF_CUDA_LAUNCHED("nonfinite_part");
+    GF_CUDA_LAUNCHED("nonfinite_part", 4 * n + 8 * (int64_t)g + 4);
     nonfinite_final<<<1, GF_SUMSQ_BLOCKS, 0, st>>>(scratch, (int)g, when_dev, out_dev);
-    GF_CUDA_LAUNCHED("nonfinite_final");
+    GF_CUDA_LAUNCHED("nonfinite_final", 8 * (int64_t)g + 12);
     return GF_OK;
 }

@@ -28,6 +28,7 @@ static struct {
     char capture_msg[1024]; /* the first failure during the capture: what spoilt it */
     int64_t n_allocs;      /* cudaMalloc and cudaFree calls (gf_cuda_allocs) */
     int64_t n_kernels, n_blas; /* launches of gflow's kernels and cuBLAS calls (gf_cuda_launches) */
+    int64_t n_bytes;           /* the bytes gflow's kernels moved (gf_cuda_launch_bytes) */
     struct gf_cuda_live { void *p; size_t bytes; } *live; /* gflow's device allocations now */
     size_t n_live, cap_live;
     size_t held, peak;     /* their bytes, and the most at once (gf_cuda_mem_peak) */
@@ -166,10 +167,13 @@ void gf_cuda_note(cudaError_t e, const char *call, const char *file, int line) {
     rt.noted = GF_E_EXTERNAL;
 }
 
-void gf_cuda_launched(const char *call, const char *file, int line) {
+void gf_cuda_launched(const char *call, int64_t bytes, const char *file, int line) {
     rt.n_kernels++;
+    rt.n_bytes += bytes;
     gf_cuda_note(cudaGetLastError(), call, file, line);
 }
+
+int64_t gf_cuda_launch_bytes(void) { return rt.n_bytes; }
 
 void gf_cuda_launches(int64_t *kernels, int64_t *blas_calls) {
     *kernels = rt.n_kernels;

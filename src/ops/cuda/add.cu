@@ -24,7 +24,7 @@ static void add_backward_cuda(gf_ctx *ctx, gf_node *n) {
             GF_CUDA_NOTE(cudaMemcpyAsync(a->grad, g, (size_t)na * sizeof(float), cudaMemcpyDeviceToDevice, s));
         } else {
             add_acc<<<cu_blocks(na, 256), 256, 0, s>>>(a->grad, g, na);
-            GF_CUDA_LAUNCHED("add_acc");
+            GF_CUDA_LAUNCHED("add_acc", 4 * 3 * na);
         }
     }
     if (gf_needs_grad(b)) {
@@ -42,7 +42,7 @@ gf_tensor *gf_add_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     int64_t na = gf_tensor_numel(a), nb = gf_tensor_numel(b);
     gf_tensor *y = cu_tensor_like(ctx, a);
     add_fwd<<<cu_blocks(na, 256), 256, 0, gf_cuda_stream()>>>(y->data, a->data, b->data, na, nb);
-    GF_CUDA_LAUNCHED("add_fwd");
+    GF_CUDA_LAUNCHED("add_fwd", 4 * (2 * na + nb));
     gf_tensor *in[2] = {a, b};
     gf_tape_record(ctx, &add_cuda, y, 2, in);
     return y;

@@ -369,7 +369,8 @@ static void att_fwd_launch(const att_shape *a, float *y, float *lse, const float
     cu_smem_opt_in((const void *)att_fwd<DP>, bytes, "attention");
     att_fwd<DP><<<att_grid(a), ATT_THREADS, bytes, gf_cuda_stream()>>>(y, lse, qkv, mask, (int)a->L, (int)a->H,
                                                                        (int)a->Dh, a->causal, a->scale);
-    GF_CUDA_LAUNCHED("att_fwd");
+    const int64_t nd = a->B * a->L * a->H * a->Dh, nr = a->B * a->H * a->L, nm = mask ? a->B * a->L : 0;
+    GF_CUDA_LAUNCHED("att_fwd", 4 * (4 * nd + nr) + nm); /* qkv, y; lse; the mask */
 }
 
 template <int DP>
@@ -379,11 +380,13 @@ static void att_bwd_launch(const att_shape *a, float *dqkv, const float *qkv, co
     cu_smem_opt_in((const void *)att_bwd_kv<DP>, kv_bytes, "attention");
     att_bwd_kv<DP><<<att_grid(a), ATT_THREADS, kv_bytes, gf_cuda_stream()>>>(
         dqkv, qkv, g, lse, Dd, mask, (int)a->L, (int)a->H, (int)a->Dh, a->causal, a->scale, fresh);
-    GF_CUDA_LAUNCHED("att_bwd_kv");
+    /* qkv, dy, dK and dV (read too unless fresh); lse and D; the mask */
+    const int64_t nd = a->B * a->L * a->H * a->Dh, nr = a->B * a->H * a->L, nm = mask ? a->B * a->L : 0;
+    GF_CUDA_LAUNCHED("att_bwd_kv", 4 * ((fresh ? 6 : 8) * nd + 2 * nr) + nm);
     cu_smem_opt_in((const void *)att_bwd_q<DP>, q_bytes, "attention");
     att_bwd_q<DP><<<att_grid(a), ATT_THREADS, q_bytes, gf_cuda_stream()>>>(
         dqkv, qkv, g, lse, Dd, mask, (int)a->L, (int)a->H, (int)a->Dh, a->causal, a->scale, fresh);
-    GF_CUDA_LAUNCHED("att_bwd_q");
+    GF_CUDA_LAUNCHED("att_bwd_q", 4 * ((fresh ? 5 : 6) * nd + 2 * nr) + nm);
 }
 
 static void attention_backward_cuda(gf_ctx *ctx, gf_node *n) {
@@ -398,7 +401,7 @@ static void attention_backward_cuda(gf_ctx *ctx, gf_node *n) {
     if (nw == 0) return; /* no rows: no gradient (and no grid of 0 blocks) */
     att_rowdot<<<(unsigned)((nw + ATT_THREADS / 32 - 1) / (ATT_THREADS / 32)), ATT_THREADS, 0, gf_cuda_stream()>>>(
         Dd, n->out->grad, n->out->data, nw, (int)a.L, (int)a.H, (int)a.Dh);
-    GF_CUDA_LAUNCHED("att_rowdot");
+    GF_CUDA_LAUNCHED("att_rowdot", 4 * (2 * nw * a.Dh + nw));
     if (a.Dh <= 32) att_bwd_launch<32>(&a, qkv->grad, qkv->data, n->out->grad, lse, Dd, mask, fresh);
     else if (a.Dh <= 64) att_bwd_launch<64>(&a, qkv->grad, qkv->data, n->out->grad, lse, Dd, mask, fresh);
     else att_bwd_launch<128>(&a, qkv->grad, qkv->data, n->out->grad, lse, Dd, mask, fresh);

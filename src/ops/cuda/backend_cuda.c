@@ -18,6 +18,7 @@ const gf_backend_ops gf_backend_ops_cuda = {
     .lerp = gf_lerp_cuda,
     .sigmoid_lerp = gf_sigmoid_lerp_cuda,
     .dropout_add_layernorm = gf_dropout_add_layernorm_cuda,
+    .linear_gelu = gf_linear_gelu_cuda,
     .plucker_mix = gf_plucker_mix_cuda,
     .attention = gf_attention_cuda,
     .head_ce = gf_head_ce_cuda,

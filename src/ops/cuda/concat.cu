@@ -30,11 +30,11 @@ static void concat_backward_cuda(gf_ctx *ctx, gf_node *n) {
     cudaStream_t s = gf_cuda_stream();
     if (gf_needs_grad(a)) {
         concat_bwd<<<cu_blocks(R * Da, 256), 256, 0, s>>>(a->grad, g, R, Da, Dy, 0);
-        GF_CUDA_LAUNCHED("concat_bwd");
+        GF_CUDA_LAUNCHED("concat_bwd", 4 * 3 * R * Da);
     }
     if (gf_needs_grad(b)) {
         concat_bwd<<<cu_blocks(R * Db, 256), 256, 0, s>>>(b->grad, g, R, Db, Dy, Da);
-        GF_CUDA_LAUNCHED("concat_bwd");
+        GF_CUDA_LAUNCHED("concat_bwd", 4 * 3 * R * Db);
     }
 }
 
@@ -44,7 +44,7 @@ gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b) {
     int64_t R = gf_tensor_rows(a), Da = gf_tensor_cols(a), Db = gf_tensor_cols(b);
     gf_tensor *y = cu_tensor_like_cols(ctx, a, Da + Db);
     concat_fwd<<<cu_blocks(R * (Da + Db), 256), 256, 0, gf_cuda_stream()>>>(y->data, a->data, b->data, R, Da, Db);
-    GF_CUDA_LAUNCHED("concat_fwd");
+    GF_CUDA_LAUNCHED("concat_fwd", 4 * 2 * R * (Da + Db));
     gf_tensor *in[2] = {a, b};
     gf_tape_record(ctx, &concat_cuda, y, 2, in);
     return y;

@@ -57,7 +57,7 @@ static void cross_entropy_backward_cuda(gf_ctx *ctx, gf_node *n) {
     ce_bwd<<<(unsigned)N, cu_row_threads(V), 0, gf_cuda_stream()>>>(lg->grad, lg->data, (const float *)n->saved,
                                                                      (const int32_t *)n->aux, V, (int32_t)n->ip[1],
                                                                      n->out->grad, cnt);
-    GF_CUDA_LAUNCHED("ce_bwd");
+    GF_CUDA_LAUNCHED("ce_bwd", 4 * (3 * N * V + 2 * N + 1));
 }
 
 static const gf_op_def cross_entropy_cuda = {"cross_entropy", GF_FAM_ELEMWISE, cross_entropy_backward_cuda, 0};
@@ -73,7 +73,7 @@ gf_tensor *gf_cross_entropy_cuda(gf_ctx *ctx, gf_tensor *logits, const int32_t *
     if (N > 0) {
         tg = (int32_t *)cu_stage(ctx, targets, (size_t)N * sizeof(int32_t));
         ce_fwd<<<(unsigned)N, cu_row_threads(V), 0, gf_cuda_stream()>>>(lse, nll, logits->data, tg, V, ignore_index);
-        GF_CUDA_LAUNCHED("ce_fwd");
+        GF_CUDA_LAUNCHED("ce_fwd", 4 * (N * V + 2 * N) + 8 * N);
     }
     gf_tensor *y = cu_loss_mean(ctx, nll, N, cnt, nll_sum); // (1)
     if (n_counted) *n_counted = cnt;

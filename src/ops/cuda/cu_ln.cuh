@@ -48,6 +48,7 @@ __device__ static inline void cu_ln_row_means(float *m1, float *m2, const float 
 struct ln_dgamma {
     const float *g, *x, *stats;
     int64_t D;
+    int64_t bytes(int64_t N, int64_t C) const { return 4 * (2 * N * C + 2 * N); }
     __device__ float operator()(int64_t r, int64_t c) const {
         return g[r * D + c] * ((x[r * D + c] - stats[2 * r]) * stats[2 * r + 1]);
     }

@@ -82,7 +82,7 @@ static inline gf_tensor *cu_loss_mean(gf_ctx *ctx, const double *nll, int64_t N,
     gf_tensor *y = gf_cuda_tensor_new(ctx, 1, &one); // (1)
     double *tot = (double *)gf_cuda_arena_alloc(ctx->cuda, sizeof(double));
     cu_nll_mean<<<1, 256, 0, gf_cuda_stream()>>>(y->data, tot, nll, N, cnt);
-    GF_CUDA_LAUNCHED("cu_nll_mean");
+    GF_CUDA_LAUNCHED("cu_nll_mean", 8 * N + 4 + 8);
     if (nll_sum) { /* a synchronisation: the GPU step should pass NULL and read y when it logs */
         *nll_sum = NAN;
         GF_CUDA_NOTE(cudaMemcpyAsync(nll_sum, tot, sizeof(double), cudaMemcpyDeviceToHost, gf_cuda_stream()));

@@ -70,6 +70,12 @@ static inline void *cu_stage(gf_ctx *ctx, const void *host, size_t bytes) {
 void cu_gemm_rm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* linear.cu's parts, shared with the fused linear_gelu.cu so both give linear's bits (the CPU's
+ * gf_linear_into, gf_linear_grads): y (N, OUT) = x W^T + b (the bias written first, the GEMM
+ * adding to it; b may be NULL); dX and dW from G = dL/dY (N, OUT), each stored where fresh. */
+void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y);
+void cu_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G);
+
 __device__ static inline float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -85,6 +91,14 @@ __device__ static inline float cu_sigmoid(float v) {
     if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
     const float e = expf(v);
     return e / (1.0f + e);
+}
+
+/* GELU y = v Φ(v) and its slope Φ(v) + v φ(v) (gelu.cu and the fused linear_gelu.cu, so both
+ * give the same bits). Φ is CUDA's normcdff (erfc-based, accurate in relative terms on both
+ * tails, as the CPU's gf_normal_cdf); no fast-math intrinsics. */
+__device__ static inline float cu_gelu(float v) { return v * normcdff(v); }
+__device__ static inline float cu_gelu_slope(float v) {
+    return normcdff(v) + v * (0.39894228040143268f * expf(-0.5f * v * v));
 }
 
 /* ---- dropout's mask (dropout.cu; the CPU's gf_dropout_mask, bit for bit) ----
@@ -162,6 +176,8 @@ __global__ void cu_colsum_final(float *dst, const float *part, int64_t chunks, i
     }
 }
 
+/* f: a functor f(r, c) giving element (r, c), with f.bytes(N, C) what reading N rows of it moves
+ * (GF_CUDA_LAUNCHED's figure) */
 template <class F>
 static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, F f) {
     int64_t rows = CU_COLSUM_ROWS;
@@ -174,10 +190,10 @@ static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, 
     float *part = gf_cuda_floats(ctx, chunks * C); // (chunks, C)
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
     cu_colsum_part<F><<<grid, block, 0, gf_cuda_stream()>>>(part, N, C, rows, f);
-    GF_CUDA_LAUNCHED("cu_colsum_part");
+    GF_CUDA_LAUNCHED("cu_colsum_part", f.bytes(N, C) + 4 * chunks * C);
     if (store) cu_colsum_final<true><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
     else cu_colsum_final<false><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
-    GF_CUDA_LAUNCHED("cu_colsum_final");
+    GF_CUDA_LAUNCHED("cu_colsum_final", 4 * (chunks * C + (store ? 1 : 2) * C));
 }
 
 /* f(r, c) = g[r * C + c] */
@@ -185,6 +201,7 @@ struct cu_rows {
     const float *g;
     int64_t C;
     __device__ float operator()(int64_t r, int64_t c) const { return g[r * C + c]; }
+    int64_t bytes(int64_t N, int64_t C_) const { return 4 * N * C_; }
 };
 
 #endif

@@ -31,9 +31,10 @@ static void dropout_backward_cuda(gf_ctx *ctx, gf_node *n) {
     float scale = (float)n->fp[0];
     int64_t N = gf_tensor_numel(x);
     cudaStream_t s = gf_cuda_stream();
-    if (gf_grad_fresh(x)) dropout_bwd<true><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, keep, scale, N);
+    const int fresh = gf_grad_fresh(x);
+    if (fresh) dropout_bwd<true><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, keep, scale, N);
     else dropout_bwd<false><<<cu_blocks(N, 256), 256, 0, s>>>(x->grad, n->out->grad, keep, scale, N);
-    GF_CUDA_LAUNCHED("dropout_bwd");
+    GF_CUDA_LAUNCHED("dropout_bwd", 4 * (fresh ? 2 : 3) * N + N);
 }
 
 static const gf_op_def dropout_cuda = {"dropout", GF_FAM_ELEMWISE, dropout_backward_cuda, 1};
@@ -46,7 +47,7 @@ gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p) {
     gf_tensor *y = cu_tensor_like(ctx, x);
     if (N > 0) {
         dropout_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, keep, x->data, N, d);
-        GF_CUDA_LAUNCHED("dropout_fwd");
+        GF_CUDA_LAUNCHED("dropout_fwd", 4 * 2 * N + N);
     }
     gf_tensor *in[1] = {x};
     gf_node *n = gf_tape_record(ctx, &dropout_cuda, y, 1, in);

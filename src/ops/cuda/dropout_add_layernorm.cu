@@ -63,7 +63,9 @@ static void dropout_add_layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
     if ((dx || df) && N > 0) {
         dal_bwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
             dx, df, dx_fresh, df_fresh, (const uint8_t *)n->aux, (float)n->fp[0], g, s, gamma->data, stats, N, D);
-        GF_CUDA_LAUNCHED("dal_bwd");
+        /* dy, s, gamma, stats; dx and df (read too unless fresh); the mask */
+        const int64_t wx = dx ? (dx_fresh ? 1 : 2) : 0, wf = df ? (df_fresh ? 1 : 2) : 0;
+        GF_CUDA_LAUNCHED("dal_bwd", 4 * ((2 + wx + wf) * N * D + D + 2 * N) + (n->aux ? N * D : 0));
     }
     /* a fresh gain or shift (not a parameter) is stored, as its sum is the whole gradient */
     if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, gf_grad_fresh(gamma), ln_dgamma{g, s, stats, D});
@@ -87,7 +89,7 @@ gf_tensor *gf_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *f
     if (N > 0) {
         dal_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
             y->data, stats, s, keep, x->data, f->data, gamma->data, beta->data, N, D, eps, d);
-        GF_CUDA_LAUNCHED("dal_fwd");
+        GF_CUDA_LAUNCHED("dal_fwd", 4 * (4 * N * D + 2 * D + 2 * N) + (keep ? N * D : 0));
     }
     gf_tensor *in[4] = {x, f, gamma, beta};
     gf_node *n = gf_tape_record(ctx, &dropout_add_layernorm_cuda, y, 4, in);

@@ -67,7 +67,7 @@ static void embedding_backward_cuda(gf_ctx *ctx, gf_node *n) {
     dim3 grid((unsigned)umax, (unsigned)((D + 127) / 128));
     emb_bwd<<<grid, 128, 0, gf_cuda_stream()>>>(table->grad, n->out->grad, idx, idx + umax, idx + 2 * umax + 1,
                                                 idx + 2 * umax + 1 + cnt, D);
-    GF_CUDA_LAUNCHED("emb_bwd");
+    GF_CUDA_LAUNCHED("emb_bwd", 4 * (cnt * D + 2 * umax * D + 2 * umax + 1 + cnt));
 }
 
 void gf_embedding_feed_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, int64_t cnt) {
@@ -87,7 +87,7 @@ gf_tensor *gf_embedding_cuda(gf_ctx *ctx, gf_tensor *table, const int32_t *ids, 
     const gf_cuda_fed *fed = gf_cuda_fed_find(ctx->cuda, ids, (size_t)cnt * sizeof(int32_t));
     const int32_t *d_ids = fed ? (const int32_t *)fed->dev : (const int32_t *)cu_stage(ctx, ids, (size_t)cnt * sizeof(int32_t));
     emb_fwd<<<cu_blocks(cnt * D, 256), 256, 0, gf_cuda_stream()>>>(y->data, table->data, d_ids, cnt, D);
-    GF_CUDA_LAUNCHED("emb_fwd");
+    GF_CUDA_LAUNCHED("emb_fwd", 4 * (2 * cnt * D + cnt));
     gf_tensor *in[1] = {table};
     gf_node *n = gf_tape_record(ctx, &embedding_cuda, y, 1, in);
     if (n) {

@@ -21,7 +21,7 @@ __global__ static void to_bf16(__nv_bfloat16 *dst, const float *src, int64_t row
 
 static void round_into(__nv_bfloat16 *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
     to_bf16<<<cu_blocks(rows * cols, 256), 256, 0, gf_cuda_stream()>>>(dst, src, rows, cols, ld);
-    GF_CUDA_LAUNCHED("to_bf16");
+    GF_CUDA_LAUNCHED("to_bf16", 6 * rows * cols);
 }
 
 static size_t padded(size_t bytes) { return (bytes + 255) & ~(size_t)255; }

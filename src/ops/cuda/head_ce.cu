@@ -63,11 +63,11 @@ static void head_ce_backward_cuda(gf_ctx *ctx, gf_node *n) {
     int64_t nh = gf_tensor_numel(h), ne = gf_tensor_numel(E);
     if (gf_needs_grad(h) && nh > 0) {
         head_acc<<<cu_blocks(nh, 256), 256, 0, gf_cuda_stream()>>>(h->grad, dh, u, nh);
-        GF_CUDA_LAUNCHED("head_acc");
+        GF_CUDA_LAUNCHED("head_acc", 4 * 3 * nh);
     }
     if (gf_needs_grad(E) && ne > 0) {
         head_acc<<<cu_blocks(ne, 256), 256, 0, gf_cuda_stream()>>>(E->grad, dE, u, ne);
-        GF_CUDA_LAUNCHED("head_acc");
+        GF_CUDA_LAUNCHED("head_acc", 4 * 3 * ne);
     }
 }
 
@@ -93,7 +93,7 @@ gf_tensor *gf_head_ce_cuda(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_
             cu_gemm_rm(ctx, 0, 1, n, V, D, hc, D, E->data, D, 0.0f, buf, V); /* logits = h·Eᵀ */
             head_rows<<<(unsigned)n, cu_row_threads(V), 0, gf_cuda_stream()>>>(buf, nll + c0, tg + c0, V,
                                                                                 ignore_index, inv, grad);
-            GF_CUDA_LAUNCHED("head_rows");
+            GF_CUDA_LAUNCHED("head_rows", 4 * (2 * n * V + n) + 8 * n);
             if (gh) cu_gemm_rm(ctx, 0, 0, n, D, V, buf, V, E->data, D, 0.0f, dh + c0 * D, D); /* dh = dl·E */
             if (gE) cu_gemm_rm(ctx, 1, 0, V, D, n, buf, V, hc, D, c0 == 0 ? 0.0f : 1.0f, dE, D); /* dE += dlᵀ·h */
         }

@@ -38,7 +38,7 @@ static void layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
     if (gf_needs_grad(x) && N > 0) {
         ln_bwd_x<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
             x->grad, g, x->data, gamma->data, stats, N, D);
-        GF_CUDA_LAUNCHED("ln_bwd_x");
+        GF_CUDA_LAUNCHED("ln_bwd_x", 4 * (4 * N * D + D + 2 * N));
     }
     if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, 0, ln_dgamma{g, x->data, stats, D});
     if (gf_needs_grad(beta)) cu_colsum(ctx, beta->grad, N, D, 0, cu_rows{g, D});
@@ -53,7 +53,7 @@ gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_ten
     if (N > 0) {
         ln_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
             y->data, stats, x->data, gamma->data, beta->data, N, D, eps);
-        GF_CUDA_LAUNCHED("ln_fwd");
+        GF_CUDA_LAUNCHED("ln_fwd", 4 * (2 * N * D + 2 * D + 2 * N));
     }
     gf_tensor *in[3] = {x, gamma, beta};
     gf_node *n = gf_tape_record(ctx, &layernorm_cuda, y, 3, in);

@@ -34,7 +34,7 @@ static void lerp_backward_cuda(gf_ctx *ctx, gf_node *n) {
           *db = gf_needs_grad(b) ? b->grad : NULL;
     lerp_bwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(dal, da, db, n->out->grad, al ? al->data : NULL,
                                                               a->data, b->data, (float)n->fp[0], N);
-    GF_CUDA_LAUNCHED("lerp_bwd");
+    GF_CUDA_LAUNCHED("lerp_bwd", 4 * N * (3 + (al ? 1 : 0) + 2 * ((dal != NULL) + (da != NULL) + (db != NULL))));
 }
 
 static const gf_op_def lerp_cuda = {"lerp", GF_FAM_ELEMWISE, lerp_backward_cuda, 0};
@@ -44,7 +44,7 @@ gf_tensor *gf_lerp_cuda(gf_ctx *ctx, gf_tensor *alpha, gf_tensor *a, gf_tensor *
     gf_tensor *y = cu_tensor_like(ctx, a);
     lerp_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, alpha ? alpha->data : NULL, a->data, b->data,
                                                               alpha_const, N);
-    GF_CUDA_LAUNCHED("lerp_fwd");
+    GF_CUDA_LAUNCHED("lerp_fwd", 4 * N * (3 + (alpha ? 1 : 0)));
     gf_tensor *in[3] = {alpha, a, b};
     gf_node *n = gf_tape_record(ctx, &lerp_cuda, y, 3, in);
     if (n) n->fp[0] = alpha_const;

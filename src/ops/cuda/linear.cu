@@ -3,9 +3,18 @@
  * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
  * Each product is one row-major GEMM (cu_gemm_rm in cu_util.cuh: cuBLAS with the operands
  * swapped, nothing copied). The bias is written into Y first and the GEMM adds to it (beta = 1),
- * as on the CPU.
+ * as on the CPU. The product and the backward's GEMMs are also the fused linear_gelu.cu's
+ * (cu_linear_into, cu_linear_grads).
  */
 #include "cu_util.cuh"
+
+void cu_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
+    int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
+    if (gf_needs_grad(x))
+        cu_gemm_rm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+    if (gf_needs_grad(w))
+        cu_gemm_rm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+}
 
 /* backward, with G = dL/dY (N, OUT):
  *   dX (N, IN)   += G · W          (cu_gemm_rm N, N)
@@ -15,12 +24,9 @@
 static void linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const float *G = n->out->grad; // (N, OUT)
-    int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
-    if (gf_needs_grad(x))
-        cu_gemm_rm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
-    if (gf_needs_grad(w))
-        cu_gemm_rm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
-    if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, N, OUT, gf_grad_fresh(b), cu_rows{G, OUT});
+    cu_linear_grads(ctx, x, w, G);
+    if (gf_needs_grad(b))
+        cu_colsum(ctx, b->grad, gf_tensor_rows(x), w->shape[0], gf_grad_fresh(b), cu_rows{G, w->shape[0]});
 }
 
 static const gf_op_def linear_cuda = {"linear", GF_FAM_GEMM, linear_backward_cuda, 1};
@@ -30,15 +36,19 @@ __global__ static void bias_rows(float *y, const float *b, int64_t n, int64_t OU
     CU_FOR(i, n) y[i] = b[i % OUT];
 }
 
-gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
+void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
     int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
-    gf_tensor *y = cu_tensor_like_cols(ctx, x, OUT); // (N, OUT)
     if (b) {
         int64_t n = N * OUT;
-        bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y->data, b->data, n, OUT);
-        GF_CUDA_LAUNCHED("bias_rows");
+        bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y, b->data, n, OUT);
+        GF_CUDA_LAUNCHED("bias_rows", 4 * (n + OUT));
     }
-    cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y->data, OUT);
+    cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y, OUT);
+}
+
+gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
+    gf_tensor *y = cu_tensor_like_cols(ctx, x, w->shape[0]); // (N, OUT)
+    cu_linear_into(ctx, x, w, b, y->data);
     gf_tensor *in[3] = {x, w, b};
     gf_tape_record(ctx, &linear_cuda, y, 3, in);
     return y;

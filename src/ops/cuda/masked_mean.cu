@@ -37,7 +37,7 @@ static void masked_mean_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const float *wt = (const float *)n->saved; // (B, L) on the device
     int64_t L = x->shape[1], D = x->shape[2], N = gf_tensor_numel(x);
     mmean_bwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(x->grad, n->out->grad, wt, L, D, N);
-    GF_CUDA_LAUNCHED("mmean_bwd");
+    GF_CUDA_LAUNCHED("mmean_bwd", 4 * (2 * N + N / D + N / L));
 }
 
 static const gf_op_def masked_mean_cuda = {"masked_mean", GF_FAM_ELEMWISE, masked_mean_backward_cuda, 0};
@@ -48,7 +48,7 @@ gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask) {
     float *wt = (float *)cu_stage(ctx, wt_h, (size_t)(B * L) * sizeof(float)); // (B, L) device
     gf_tensor *y = gf_cuda_tensor_new(ctx, 2, s); // (B, D)
     mmean_fwd<<<cu_blocks(B * D, 256), 256, 0, gf_cuda_stream()>>>(y->data, x->data, wt, B, L, D);
-    GF_CUDA_LAUNCHED("mmean_fwd");
+    GF_CUDA_LAUNCHED("mmean_fwd", 4 * (B * L * D + B * L + B * D));
     gf_tensor *in[1] = {x};
     gf_node *n = gf_tape_record(ctx, &masked_mean_cuda, y, 1, in);
     if (n) n->saved = wt;

@@ -36,7 +36,7 @@ static void pair_match_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0];
     int64_t B = x->shape[0] / 2, D = x->shape[1];
     pair_bwd<<<cu_blocks(B * D, 256), 256, 0, gf_cuda_stream()>>>(x->grad, n->out->grad, x->data, B, D);
-    GF_CUDA_LAUNCHED("pair_bwd");
+    GF_CUDA_LAUNCHED("pair_bwd", 4 * 10 * B * D);
 }
 
 static const gf_op_def pair_match_cuda = {"pair_match", GF_FAM_ELEMWISE, pair_match_backward_cuda, 0};
@@ -45,7 +45,7 @@ gf_tensor *gf_pair_match_cuda(gf_ctx *ctx, gf_tensor *x) {
     int64_t B = x->shape[0] / 2, D = x->shape[1], s[2] = {B, 4 * D};
     gf_tensor *y = gf_cuda_tensor_new(ctx, 2, s); // (B, 4D)
     pair_fwd<<<cu_blocks(B * D, 256), 256, 0, gf_cuda_stream()>>>(y->data, x->data, B, D);
-    GF_CUDA_LAUNCHED("pair_fwd");
+    GF_CUDA_LAUNCHED("pair_fwd", 4 * 6 * B * D);
     gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &pair_match_cuda, y, 1, in);
     return y;

@@ -137,6 +137,7 @@ __global__ static void pm_bias(float *g, const float *b, int64_t n, int64_t D, i
 struct pm_valid_rows {
     const float *g;
     int64_t D, L, minoff;
+    int64_t bytes(int64_t N, int64_t C) const { return 4 * N * C; }
     __device__ float operator()(int64_t r, int64_t c) const { return r % L >= minoff ? g[r * D + c] : 0.0f; }
 };
 
@@ -158,7 +159,7 @@ static void plucker_mix_backward_cuda(gf_ctx *ctx, gf_node *n) {
     cu_smem_opt_in((const void *)pm_bwd_z, smem, "plucker_mix (r too large for the fused kernel)");
     pm_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->norms, sv->offs,
                                                                        NW, L, (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pm_bwd_z");
+    GF_CUDA_LAUNCHED("pm_bwd_z", 4 * (3 * BL * R + BL * P + BL * NW) + 8 * NW);
 }
 
 static const gf_op_def plucker_mix_cuda = {"plucker_mix", GF_FAM_PLUCKER, plucker_mix_backward_cuda, 0};
@@ -179,12 +180,12 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
     pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, z->data, sv->offs, NW, L,
                                                                      (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pm_fwd");
+    GF_CUDA_LAUNCHED("pm_fwd", 4 * (BL * R + BL * P + BL * NW) + 8 * NW);
 
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
     pm_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, BL * D, D, L, minoff);
-    GF_CUDA_LAUNCHED("pm_bias");
+    GF_CUDA_LAUNCHED("pm_bias", 4 * (BL * D + D));
     cu_gemm_rm(ctx, 0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
 
     gf_tensor *in[3] = {z, w, b};

@@ -143,6 +143,7 @@ struct pw_partnered_rows {
     const float *g;
     const int32_t *cnt;
     int64_t D;
+    int64_t bytes(int64_t N, int64_t C) const { return 4 * (N * C + N); }
     __device__ float operator()(int64_t r, int64_t c) const { return cnt[r] > 0 ? g[r * D + c] : 0.0f; }
 };
 
@@ -167,7 +168,7 @@ static void plucker_window_backward_cuda(gf_ctx *ctx, gf_node *n) {
     cu_smem_opt_in((const void *)pw_bwd_z, smem, "plucker_window (r too large for the fused kernel)");
     pw_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->cnt, sv->mask, L,
                                                                        window, stride, (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pw_bwd_z");
+    GF_CUDA_LAUNCHED("pw_bwd_z", 4 * (3 * BL * R + BL * P + BL + (sv->mask ? BL : 0)));
 }
 
 static const gf_op_def plucker_window_cuda = {"plucker_window", GF_FAM_PLUCKER, plucker_window_backward_cuda, 0};
@@ -186,12 +187,12 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
     cu_smem_opt_in((const void *)pw_fwd, smem, "plucker_window (r too large for the fused kernel)");
     pw_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->cnt, z->data, sv->mask, L, window,
                                                                      stride, (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pw_fwd");
+    GF_CUDA_LAUNCHED("pw_fwd", 4 * (BL * R + BL * P + BL + (sv->mask ? BL : 0)));
 
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
     pw_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, sv->cnt, BL * D, D);
-    GF_CUDA_LAUNCHED("pw_bias");
+    GF_CUDA_LAUNCHED("pw_bias", 4 * (BL * D + D + BL));
     for (int64_t h = 0; h < H; h++)
         cu_gemm_rm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 

@@ -17,7 +17,7 @@ static void sigmoid_backward_cuda(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0];
     int64_t N = gf_tensor_numel(x);
     sigmoid_bwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(x->grad, n->out->grad, n->out->data, N);
-    GF_CUDA_LAUNCHED("sigmoid_bwd");
+    GF_CUDA_LAUNCHED("sigmoid_bwd", 4 * 4 * N);
 }
 
 static const gf_op_def sigmoid_cuda = {"sigmoid", GF_FAM_ELEMWISE, sigmoid_backward_cuda, 0};
@@ -26,7 +26,7 @@ gf_tensor *gf_sigmoid_cuda(gf_ctx *ctx, gf_tensor *x) {
     gf_tensor *y = cu_tensor_like(ctx, x);
     int64_t N = gf_tensor_numel(x);
     sigmoid_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, x->data, N);
-    GF_CUDA_LAUNCHED("sigmoid_fwd");
+    GF_CUDA_LAUNCHED("sigmoid_fwd", 4 * 2 * N);
     gf_tensor *in[1] = {x};
     gf_tape_record(ctx, &sigmoid_cuda, y, 1, in);
     return y;

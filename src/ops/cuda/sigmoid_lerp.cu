@@ -32,7 +32,7 @@ static void sigmoid_lerp_backward_cuda(gf_ctx *ctx, gf_node *n) {
           *db = gf_needs_grad(b) ? b->grad : NULL;
     sigmoid_lerp_bwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(du, da, db, n->out->grad, u->data, a->data,
                                                                       b->data, N);
-    GF_CUDA_LAUNCHED("sigmoid_lerp_bwd");
+    GF_CUDA_LAUNCHED("sigmoid_lerp_bwd", 4 * N * (4 + 2 * ((du != NULL) + (da != NULL) + (db != NULL))));
 }
 
 static const gf_op_def sigmoid_lerp_cuda = {"sigmoid_lerp", GF_FAM_ELEMWISE, sigmoid_lerp_backward_cuda, 0};
@@ -41,7 +41,7 @@ gf_tensor *gf_sigmoid_lerp_cuda(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tens
     int64_t N = gf_tensor_numel(a);
     gf_tensor *y = cu_tensor_like(ctx, a);
     sigmoid_lerp_fwd<<<cu_blocks(N, 256), 256, 0, gf_cuda_stream()>>>(y->data, u->data, a->data, b->data, N);
-    GF_CUDA_LAUNCHED("sigmoid_lerp_fwd");
+    GF_CUDA_LAUNCHED("sigmoid_lerp_fwd", 4 * 4 * N);
     gf_tensor *in[3] = {u, a, b};
     gf_tape_record(ctx, &sigmoid_lerp_cuda, y, 3, in);
     return y;

@@ -69,7 +69,7 @@ extern "C" void gf_adamw_step_cuda(gf_params *p, const gf_adamw_scalars *s) {
     adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, gf_cuda_stream()>>>(p->data, p->grad, p->m, p->v,
                                                                                  p->chunks, *s, (const gf_step_dev *)NULL,
                                                                                  (const gf_step_args *)NULL);
-    GF_CUDA_LAUNCHED("adamw_chunks");
+    GF_CUDA_LAUNCHED("adamw_chunks", 4 * 7 * p->n + p->n_chunks * (int64_t)sizeof(gf_param_chunk));
 }
 
 static void launch_scale(gf_params *p, float c, const gf_step_dev *dev) {
@@ -77,7 +77,7 @@ static void launch_scale(gf_params *p, float c, const gf_step_dev *dev) {
     int64_t b = (p->n + 255) / 256;
     if (b > 65536) b = 65536;
     scale<<<(unsigned)b, 256, 0, gf_cuda_stream()>>>(p->grad, p->n, c, dev);
-    GF_CUDA_LAUNCHED("scale");
+    GF_CUDA_LAUNCHED("scale", 4 * 2 * p->n);
 }
 
 extern "C" void gf_grad_scale_cuda(gf_params *p, float c) { launch_scale(p, c, (const gf_step_dev *)NULL); }
@@ -164,15 +164,15 @@ extern "C" gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, con
     cudaStream_t st = gf_cuda_stream();
     GF_TRY(gf_cuda_sumsq_to(p->grad, p->n, &q->dev->sumsq));
     step_decide<<<1, 1, 0, st>>>(q->dev, loss_dev, q->ring, q->args);
-    GF_CUDA_LAUNCHED("step_decide");
+    GF_CUDA_LAUNCHED("step_decide", (int64_t)sizeof(gf_step_dev));
     GF_TRY(gf_cuda_first_nonfinite(p->grad, p->n, &q->dev->find, &q->dev->bad));
     step_bad<<<1, 1, 0, st>>>(q->dev, q->ring, q->args);
-    GF_CUDA_LAUNCHED("step_bad");
+    GF_CUDA_LAUNCHED("step_bad", (int64_t)sizeof(gf_step_dev));
     launch_scale(p, 1.0f, q->dev);
     if (p->n_chunks > 0) {
         adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v, p->chunks,
                                                                       gf_adamw_scalars{}, q->dev, q->args);
-        GF_CUDA_LAUNCHED("adamw_chunks");
+        GF_CUDA_LAUNCHED("adamw_chunks", 4 * 7 * p->n + p->n_chunks * (int64_t)sizeof(gf_param_chunk));
     }
     return GF_OK;
 }

@@ -1,0 +1,64 @@
+/* linear_gelu.cu — a linear layer and its GELU in one op on the GPU: h = x W^T + b, y = GELU(h);
+ * the CPU op is src/ops/linear_gelu.c. The product is linear.cu's (cu_linear_into: bias_rows,
+ * then the GEMM adding to it), GELU cu_gelu and its slope cu_gelu_slope (gelu.cu's), so the bits
+ * are the unfused chain's on the same GPU. h (N, OUT) is saved for backward, not a tensor.
+ * Backward: the first stage of the bias gradient's column sum (cu_colsum) also stores
+ * dh = dy ⊙ GELU'(h), each element written by the thread that adds it, then linear's GEMMs on dh.
+ * Kernels (besides cuBLAS's): bias_rows and linear_gelu_fwd forward, the column sum's two
+ * backward; the unfused chain launches gelu_bwd besides.
+ */
+#include "cu_util.cuh"
+
+__global__ static void linear_gelu_fwd(float *y, const float *h, int64_t n) {
+    CU_FOR(i, n) y[i] = cu_gelu(h[i]);
+}
+
+/* f(r, c) = dh[r, c] = dy[r, c] * GELU'(h[r, c]), stored as it is summed (cu_colsum visits each
+ * element once) */
+struct gelu_dh {
+    float *dh;
+    const float *dy, *h;
+    int64_t C;
+    int64_t bytes(int64_t N, int64_t C_) const { return 4 * 3 * N * C_; }
+    __device__ float operator()(int64_t r, int64_t c) const {
+        const int64_t i = r * C + c;
+        const float v = dy[i] * cu_gelu_slope(h[i]);
+        dh[i] = v;
+        return v;
+    }
+};
+
+/* dh alone, where the bias needs no gradient */
+__global__ static void linear_gelu_dh(float *dh, const float *dy, const float *h, int64_t n) {
+    CU_FOR(i, n) dh[i] = dy[i] * cu_gelu_slope(h[i]);
+}
+
+static void linear_gelu_backward_cuda(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
+    const float *dy = n->out->grad, *h = (const float *)n->saved; // (N, OUT) each
+    float *dh = gf_cuda_floats(ctx, N * OUT);                       // (N, OUT)
+    if (gf_needs_grad(b)) {
+        cu_colsum(ctx, b->grad, N, OUT, gf_grad_fresh(b), gelu_dh{dh, dy, h, OUT});
+    } else {
+        linear_gelu_dh<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(dh, dy, h, N * OUT);
+        GF_CUDA_LAUNCHED("linear_gelu_dh", 4 * 3 * N * OUT);
+    }
+    cu_linear_grads(ctx, x, w, dh);
+}
+
+static const gf_op_def linear_gelu_cuda = {"linear_gelu", GF_FAM_GEMM, linear_gelu_backward_cuda, 1};
+
+/* the entry has checked the shapes */
+gf_tensor *gf_linear_gelu_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
+    int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
+    float *h = gf_cuda_floats(ctx, N * OUT); // (N, OUT) the pre-activation, saved
+    cu_linear_into(ctx, x, w, b, h);
+    gf_tensor *y = cu_tensor_like_cols(ctx, x, OUT); // (N, OUT)
+    linear_gelu_fwd<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(y->data, h, N * OUT);
+    GF_CUDA_LAUNCHED("linear_gelu_fwd", 4 * 2 * N * OUT);
+    gf_tensor *in[3] = {x, w, b};
+    gf_node *n = gf_tape_record(ctx, &linear_gelu_cuda, y, 3, in);
+    if (n) n->saved = h;
+    return y;
+}
