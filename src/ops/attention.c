@@ -121,10 +121,33 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                     lr[r] = l > 0.0f ? m + logf(l) : INFINITY;
                 }
                 att_gemm(0, 0, ni, Dh, jend, S, jend, V, ld, 0.0f, Y, D);
-                for (int64_t r = 0; r < ni; r++)
-                    for (int64_t d = 0; d < Dh; d++) Y[r * D + d] *= inv[r];
+                for (int64_t r = 0; r < ni; r++) {
+                    float *yr = Y + r * D;
+                    const float ir = inv[r];
+#pragma omp simd
+                    for (int64_t d = 0; d < Dh; d++) yr[d] *= ir; /* without the pragma -O2 left it scalar */
+                }
             }
     openblas_set_num_threads(nb);
+}
+
+/* di[i] = Σ_d g[i, d] y[i, d] in double, d in order (each product is exact in double), for rows
+ * 0..n-1 of stride ld. Eight rows at a time: one row's sum is a chain of dependent additions, so
+ * eight chains side by side keep the adder busy; each row's sum is the same as on its own. */
+static void att_row_dots(float *restrict di, const float *restrict g, const float *restrict y, int64_t n,
+                         int64_t dh, int64_t ld) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        double s[8] = {0.0};
+        for (int64_t d = 0; d < dh; d++)
+            for (int r = 0; r < 8; r++) s[r] += (double)g[(i + r) * ld + d] * y[(i + r) * ld + d];
+        for (int r = 0; r < 8; r++) di[i + r] = (float)s[r];
+    }
+    for (; i < n; i++) {
+        double s = 0.0;
+        for (int64_t d = 0; d < dh; d++) s += (double)g[i * ld + d] * y[i * ld + d];
+        di[i] = (float)s;
+    }
 }
 
 /* backward for one (b, h), with dO = dL/dO (L, Dh), P recomputed as exp(S - lse):
@@ -155,11 +178,7 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
             const float *Yb = Y + b * L * D + h * Dh, *Gb = G + b * L * D + h * Dh;
             float *dQ = dqkv + b * L * ld + h * Dh, *dK = dQ + D, *dV = dQ + 2 * D;
             const float *lrow = lse + (b * H + h) * L;
-            for (int64_t i = 0; i < L; i++) {
-                double s = 0.0;
-                for (int64_t d = 0; d < Dh; d++) s += (double)Gb[i * D + d] * Yb[i * D + d];
-                Di[i] = (float)s;
-            }
+            att_row_dots(Di, Gb, Yb, L, Dh, D);
             att_key_bias(kb, mask, b, L, L);
             for (int64_t i0 = 0; i0 < L; i0 += BQ) {
                 const int64_t ni = L - i0 < BQ ? L - i0 : BQ, jend = att_jend(&a, i0, ni);
