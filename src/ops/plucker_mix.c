@@ -77,6 +77,7 @@ static int64_t pm_row(const float *a, int64_t t, int64_t R, const int64_t *offs,
     }
     if (cnt > 1) {
         float inv = 1.0f / (float)cnt;
+#pragma omp simd
         for (int64_t k = 0; k < P; k++) pb[k] *= inv;
     }
     return cnt;
@@ -89,8 +90,10 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BL; r++)
-        for (int64_t d = 0; d < D; d++) g->data[r * D + d] = valid[r] ? b->data[d] : 0.0f;
+    for (int64_t r = 0; r < BL; r++) {
+        if (valid[r]) memcpy(g->data + r * D, b->data, (size_t)D * sizeof(float));
+        else memset(g->data + r * D, 0, (size_t)D * sizeof(float));
+    }
     gf_gemm(ctx, 0, 1, BL, D, P, pbar, P, w->data, P, 1.0f, g->data, D);
     return g;
 }
@@ -110,13 +113,20 @@ static void pm_antisym(float *restrict M, const float *restrict g, int64_t R) {
     }
 }
 
-/* y (R) = M x for an antisymmetric M: -Σ_j x_j M[j, :], rows read contiguously */
-static void pm_matvec(float *restrict y, const float *restrict M, const float *restrict x, int64_t R) {
-    for (int64_t i = 0; i < R; i++) y[i] = 0.0f;
+/* Y (K, R): y_x = M x_x for the K vectors xs[x] and an antisymmetric M (R, R), each as
+ * -Σ_j x_j M[j, :] summed in j order (rows of M read contiguously), the K products in one pass
+ * over M's rows: the K·R accumulators of one row j are independent of each other, where one
+ * product after another waited on each y[i] through every j */
+static void pm_matvecs(float *restrict Y, const float *restrict M, const float *const *xs, int64_t K, int64_t R) {
+    memset(Y, 0, (size_t)(K * R) * sizeof(float));
     for (int64_t j = 0; j < R; j++) {
-        const float xj = x[j];
+        const float *restrict Mj = M + j * R;
+        for (int64_t x = 0; x < K; x++) {
+            const float xj = xs[x][j];
+            float *restrict y = Y + x * R;
 #pragma omp simd
-        for (int64_t i = 0; i < R; i++) y[i] -= xj * M[j * R + i];
+            for (int64_t i = 0; i < R; i++) y[i] -= xj * Mj[i];
+        }
     }
 }
 
@@ -131,24 +141,28 @@ static inline float pm_dot(const float *x, const float *y, int64_t R) {
  * algebra done on dense R x R matrices instead of the triangle (the triangle's short rows do not
  * vectorise): for p = a ∧ c, M(p) = a cᵀ - c aᵀ, and for dp = s·Gp - qn·p (the normalisation's
  * derivative, s and qn below)
- *   da += M(dp) c = s·u - qn·(a (c·c) - c (a·c)),     u = M(Gp) c
+ *   da += M(dp) c = s·u - qn·(a (c·c) - c (a·c)),     u = M(Gp) c  (one per valid offset)
  *   dc  = -M(dp) a = -s·v + qn·(a (a·c) - c (a·a)),  v = M(Gp) a  (one per position)
  *   p·Gp = aᵀ M(Gp) c = a·u
- * dc goes to the position's (NW, R) slot of dpast. MG, v, u: the caller's scratch. */
+ * dc goes to the position's (NW, R) slot of dpast. MG (R, R), Y (NW + 1, R) holding v then the
+ * u of each valid offset, xs (NW + 1): the caller's scratch. */
 static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
                             int normalize, const float *Gp, const float *norms, float *da, float *dpast, float *MG,
-                            float *v, float *u) {
-    int64_t cnt = 0;
-    for (int64_t q = 0; q < NW; q++) cnt += t - offs[q] >= 0;
-    const float inv_cnt = 1.0f / (float)cnt;
+                            float *Y, const float **xs) {
+    int64_t K = 0;
+    xs[K++] = a;
+    for (int64_t q = 0; q < NW; q++)
+        if (t - offs[q] >= 0) xs[K++] = a - offs[q] * R;
+    const float inv_cnt = 1.0f / (float)(K - 1);
     pm_antisym(MG, Gp, R);
-    pm_matvec(v, MG, a, R);
+    pm_matvecs(Y, MG, xs, K, R);
+    const float *v = Y;
     const float aa = pm_dot(a, a, R);
-    for (int64_t q = 0; q < NW; q++) {
+    for (int64_t q = 0, x = 1; q < NW; q++) {
         if (t - offs[q] < 0) continue;
-        const float *c = a - offs[q] * R;
+        const float *c = xs[x], *u = Y + x * R;
+        x++;
         float *dc = dpast + q * R;
-        pm_matvec(u, MG, c, R);
         const float nrm = norms[q];
         float s = inv_cnt, qn = 0.0f;
         if (normalize && nrm > eps) {
@@ -212,11 +226,12 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     float *dpbar = gf_arena_floats(&ctx->arena, RB * P); // (RB, P)
     float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
 
-    /* per-thread scratch (R*R floats for M_G, R for v, R for u) allocated up front: the arena is
-     * not thread-safe */
+    /* per-thread scratch (R*R floats for M_G, (NW + 1) R for v and the u's, NW + 1 vector
+     * pointers) allocated up front: the arena is not thread-safe */
     int T = omp_get_max_threads();
-    const int64_t per_thread = R * R + 2 * R;
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, R*R + 2R)
+    const int64_t per_thread = R * R + (NW + 1) * R;
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, R*R + (NW+1) R)
+    const float **xs = gf_arena_alloc(&ctx->arena, (size_t)T * (size_t)(NW + 1) * sizeof *xs); // (T, NW+1)
 
     for (int64_t r0 = 0; r0 < BL; r0 += RB) {
         const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
@@ -224,9 +239,11 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
 #pragma omp parallel for schedule(static)
         for (int64_t r = r0; r < r0 + nr; r++) {
             if (!sv->valid[r]) continue;
-            float *MG = scratch + (int64_t)omp_get_thread_num() * per_thread, *v = MG + R * R, *u = v + R;
+            const int th = omp_get_thread_num();
+            float *MG = scratch + (int64_t)th * per_thread;
             pm_row_backward(z->data + r * R, r % L, R, offs, NW, eps, normalize, dpbar + (r - r0) * P,
-                            sv->norms + r * NW, z->grad + r * R, dpast + r * NW * R, MG, v, u);
+                            sv->norms + r * NW, z->grad + r * R, dpast + r * NW * R, MG, MG + R * R,
+                            xs + (int64_t)th * (NW + 1));
         }
     }
     /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
@@ -237,6 +254,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
         for (int64_t q = 0; q < NW; q++) {
             if (t + offs[q] >= L) continue;
             const float *dc = dpast + ((r + offs[q]) * NW + q) * R;
+#pragma omp simd
             for (int64_t i = 0; i < R; i++) dz[i] += dc[i];
         }
     }

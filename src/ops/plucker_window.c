@@ -43,17 +43,22 @@ typedef struct {
     uint8_t *mask;  // (B, L) 1 = real token
 } pw_saved;
 
+/* p (P) = a ∧ c over the row-major upper triangle; inner loop over j is contiguous. */
 static inline void pw_pairs(const float *a, const float *c, float *p, int64_t R) {
     int64_t k = 0;
     for (int64_t i = 0; i < R - 1; i++) {
         float ai = a[i], ci = c[i];
-        for (int64_t j = i + 1; j < R; j++) p[k + j - i - 1] = ai * c[j] - a[j] * ci;
+        float *pi = p + k - i - 1; /* pi[j] = p_k for pair (i, j) */
+#pragma omp simd
+        for (int64_t j = i + 1; j < R; j++) pi[j] = ai * c[j] - a[j] * ci;
         k += R - 1 - i;
     }
 }
 
+/* Σ p_k², summed in vector lanes (as plucker_mix's norms) */
 static inline float pw_sumsq(const float *p, int64_t n) {
     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int64_t k = 0; k < n; k++) s += p[k] * p[k];
     return s;
 }
@@ -113,21 +118,26 @@ static void plucker_window_backward(gf_ctx *ctx, gf_node *n) {
                 float *dc = z->grad + rs * R;
                 pw_pairs(a, c, pk, R);
                 float nrm = sqrtf(pw_sumsq(pk, P));
+#pragma omp simd
                 for (int64_t k = 0; k < P; k++) dp[k] = Gt[k] * inv_t - Gs[k] * inv_s; /* Ĝ */
                 if (normalize && nrm > eps) {
                     float qg = 0.0f;
+#pragma omp simd reduction(+ : qg)
                     for (int64_t k = 0; k < P; k++) qg += pk[k] * dp[k];
                     qg /= nrm * nrm * nrm; /* (q·Ĝ)/n² with q = p/n, applied to p */
                     float sc = 1.0f / nrm;
+#pragma omp simd
                     for (int64_t k = 0; k < P; k++) dp[k] = dp[k] * sc - pk[k] * qg;
                 } else if (normalize) {
                     float sc = 1.0f / eps;
+#pragma omp simd
                     for (int64_t k = 0; k < P; k++) dp[k] *= sc;
                 }
                 int64_t k = 0;
                 for (int64_t i = 0; i < R - 1; i++) {
                     float ai = a[i], ci = c[i], dai = 0.0f, dci = 0.0f;
                     const float *dpi = dp + k - i - 1; /* dpi[j] = dp_k for pair (i, j) */
+#pragma omp simd reduction(+ : dai, dci)
                     for (int64_t j = i + 1; j < R; j++) {
                         float d = dpi[j];
                         dai += d * c[j];
@@ -197,6 +207,7 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
                 pw_pairs(a, z->data + (bb * L + s) * R, pk, R);
                 float nrm = sqrtf(pw_sumsq(pk, P));
                 float sc = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+#pragma omp simd
                 for (int64_t k = 0; k < P; k++) {
                     float v = pk[k] * sc;
                     pt[k] += v;
@@ -204,6 +215,7 @@ gf_tensor *gf_plucker_window(gf_ctx *ctx, gf_tensor *z, const float *mask, gf_te
                 }
             }
             float inv = 1.0f / (float)sv->cnt[r]; /* pbar_t is complete: later s only add to s */
+#pragma omp simd
             for (int64_t k = 0; k < P; k++) pt[k] *= inv;
         }
     }
