@@ -139,12 +139,14 @@ gf_tensor *gf_grassmann_block(gf_ctx *ctx, const gf_block_cfg *c, const gf_block
     gf_tensor *g = pair_features(ctx, c, b, z, in);       // (B, L, D)
     gf_tensor *mix;
     if (c->gate) {
-        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g: sigmoid and lerp fused */
-        mix = gf_sigmoid_lerp(ctx, gf_linear(ctx, gf_concat(ctx, n, g), b->w_gate, b->b_gate), n, g);
+        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g: the product over [n ; g] without joining
+         * them (concat_linear), sigmoid and lerp fused */
+        mix = gf_sigmoid_lerp(ctx, gf_concat_linear(ctx, n, g, b->w_gate, b->b_gate), n, g);
     } else {
         mix = gf_lerp(ctx, NULL, n, g, 0.5f);
     }
-    gf_tensor *y = gf_dropout(ctx, gf_layernorm(ctx, mix, b->ln_mix_w, b->ln_mix_b, c->ln_eps), c->dropout);
+    /* Drop(LN_mix(mix)) fused: the chain's bits, the probes' mix_out its output */
+    gf_tensor *y = gf_layernorm_dropout(ctx, mix, b->ln_mix_w, b->ln_mix_b, c->ln_eps, c->dropout);
     capture(in->mix_out, y);
     /* post_ln: no residual around the mixer (the paper's block) */
     return ffn_half(ctx, c, b, pre ? gf_add(ctx, x, y) : y, in->ffn_out);

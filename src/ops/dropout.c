@@ -4,7 +4,9 @@
  * premises, hypotheses) of the n batch rows [batch_row0, batch_row0 + n) this forward computes
  * (gf_ctx). Element e of row j hashes (key, copy j / n, global row batch_row0 + j % n, e), so
  * the mask is the same for any OpenMP thread count and for any split of the batch among
- * data-parallel ranks. It is stored (uint8, N) for backward.
+ * data-parallel ranks. It is stored (uint8, N) for backward. The key and the hash of any span of
+ * elements (gf_dropout_draw, gf_dropout_mask_span) are shared with the fused ops that drop, which
+ * hash a row's mask where they use it (layernorm_dropout.c).
  * Identity (and no tape node) when not training or p == 0.
  */
 #include "op_util.h"
@@ -28,23 +30,38 @@ static void dropout_backward(gf_ctx *ctx, gf_node *n) {
     }
 }
 
-uint8_t *gf_dropout_mask(gf_ctx *ctx, const gf_tensor *x, float p, float *scale) {
-    int64_t N = gf_tensor_numel(x), R = x->shape[0], per = R > 0 ? N / R : 0;
-    int64_t nb = ctx->batch_rows > 0 ? ctx->batch_rows : R, row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0;
-    uint64_t key = gf_rng_u64(ctx->rng);
+gf_drop_key gf_dropout_draw(gf_ctx *ctx, const gf_tensor *x, float p) {
+    int64_t N = gf_tensor_numel(x), R = x->shape[0];
+    gf_drop_key d = {.per = R > 0 ? N / R : 0,
+                     .nb = ctx->batch_rows > 0 ? ctx->batch_rows : R,
+                     .row0 = ctx->batch_rows > 0 ? ctx->batch_row0 : 0,
+                     .key = gf_rng_u64(ctx->rng),
+                     /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so
+                      * u >= p iff h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */
+                     .thr = (uint64_t)ceilf(p * 16777216.0f),
+                     .scale = 1.0f / (1.0f - p)};
     ctx->keys_drawn++;
-    *scale = 1.0f / (1.0f - p);
-    /* gf_rng_hash_uniform(..) >= p, in integers: u = (h >> 40) * 2^-24 is exact, so u >= p iff
-     * h >> 40 >= ceil(p * 2^24) (also exact); the integer form vectorises */
-    const uint64_t thr = (uint64_t)ceilf(p * 16777216.0f);
+    return d;
+}
+
+void gf_dropout_mask_span(const gf_drop_key *d, int64_t i0, int64_t n, uint8_t *restrict keep) {
+    while (n > 0) { /* one piece per x row j that [i0, i0 + n) touches */
+        const int64_t j = i0 / d->per, e0 = i0 % d->per, len = n < d->per - e0 ? n : d->per - e0;
+        const uint64_t kj = gf_rng_hash(d->key, (uint64_t)(j / d->nb)), g0 = (uint64_t)(d->row0 + j % d->nb) * (uint64_t)d->per;
+        const uint64_t thr = d->thr;
+#pragma omp simd
+        for (int64_t e = 0; e < len; e++) keep[e] = (gf_rng_hash(kj, g0 + (uint64_t)(e0 + e)) >> 40) >= thr;
+        i0 += len, n -= len, keep += len;
+    }
+}
+
+uint8_t *gf_dropout_mask(gf_ctx *ctx, const gf_tensor *x, float p, float *scale) {
+    int64_t N = gf_tensor_numel(x), R = x->shape[0];
+    const gf_drop_key d = gf_dropout_draw(ctx, x, p);
+    *scale = d.scale;
     uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)N); // (N)
 #pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < R; j++) {
-        const uint64_t kj = gf_rng_hash(key, (uint64_t)(j / nb)), g0 = (uint64_t)(row0 + j % nb) * (uint64_t)per;
-        uint8_t *kr = keep + j * per;
-#pragma omp simd
-        for (int64_t e = 0; e < per; e++) kr[e] = (gf_rng_hash(kj, g0 + (uint64_t)e) >> 40) >= thr;
-    }
+    for (int64_t j = 0; j < R; j++) gf_dropout_mask_span(&d, j * d.per, d.per, keep + j * d.per);
     return keep;
 }
 

@@ -3,7 +3,9 @@
  * forward:  Y (N, OUT) = X (N, IN) · W^T (IN, OUT) + b (OUT)
  * The tied LM head is this op with W = tok_emb (V, D) and no bias. The product and the two weight
  * and input GEMMs of the backward are also the fused linear_gelu.c's (gf_linear_into,
- * gf_linear_grads), so both give the same bits.
+ * gf_linear_grads), so both give the same bits, and concat_linear.c's, which multiplies by a
+ * column block of W (its columns c0.., read through the row stride: gf_linear_cols_into,
+ * gf_linear_dx_cols, gf_linear_dw_cols).
  */
 #include "op_util.h"
 #include <cblas.h>
@@ -15,12 +17,21 @@ void gf_linear_check(const char *op, const gf_tensor *x, const gf_tensor *w, con
     GF_ASSERT(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), "%s: bias shape mismatch", op);
 }
 
+void gf_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G) {
+    if (!gf_needs_grad(x)) return;
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(gf_tensor_cols(x)), OUT = gf_blas_int(w->shape[0]);
+    /* beta 0 on a fresh buffer: the GEMM stores */
+    gf_gemm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data + c0, w->shape[1], gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+}
+
+void gf_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G) {
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(gf_tensor_cols(x)), OUT = gf_blas_int(w->shape[0]);
+    gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, fresh ? 0.0f : 1.0f, w->grad + c0, w->shape[1]);
+}
+
 void gf_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
-    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
-    if (gf_needs_grad(x)) /* beta 0 on a fresh buffer: the GEMM stores */
-        gf_gemm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
-    if (gf_needs_grad(w))
-        gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+    gf_linear_dx_cols(ctx, x, w, 0, G);
+    if (gf_needs_grad(w)) gf_linear_dw_cols(ctx, x, w, 0, gf_grad_fresh(w), G);
 }
 
 /* backward, with G = dL/dY (N, OUT):
@@ -39,18 +50,24 @@ static void linear_backward(gf_ctx *ctx, gf_node *n) {
     }
 }
 
-void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
-    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(w->shape[1]), OUT = gf_blas_int(w->shape[0]);
-    float beta = 0.0f;
+void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, int64_t c0, const gf_tensor *b,
+                         int add, float *y) {
+    int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(gf_tensor_cols(x)), OUT = gf_blas_int(w->shape[0]);
+    int ldw = gf_blas_int(w->shape[1]);
+    float beta = add ? 1.0f : 0.0f;
     if (b) {
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < N; r++) memcpy(y + r * OUT, b->data, (size_t)OUT * sizeof(float));
         beta = 1.0f;
     }
     if (N == 1 && ctx->precision == GF_PREC_FP32) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data, IN, x->data, 1, beta, y, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data + c0, ldw, x->data, 1, beta, y, 1);
     else
-        gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, beta, y, OUT);
+        gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, beta, y, OUT);
+}
+
+void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
+    gf_linear_cols_into(ctx, x, w, 0, b, 0, y);
 }
 
 gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {

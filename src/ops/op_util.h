@@ -86,12 +86,22 @@ void gf_colsum_acc(gf_ctx *ctx, float *dst, const float *x, const float *w, int6
 void gf_colsum_fill(gf_ctx *ctx, float *dst, float *x, int64_t N, int64_t C, void (*fill)(void *arg, int64_t r),
                     void *arg);
 
-/* linear.c's parts, shared with the fused linear_gelu.c so both give linear's bits:
- * its shape checks (op names the op); y (N, OUT) = x W^T + b (the bias written first, the GEMM
- * adding to it; b may be NULL); dX and dW from G = dL/dY (N, OUT), each stored where fresh. */
+/* linear.c's parts, shared with the fused linear_gelu.c and concat_linear.c so they give linear's
+ * bits: its shape checks (op names the op); y (N, OUT) = x W^T + b (the bias written first, the
+ * GEMM adding to it; b may be NULL); dX and dW from G = dL/dY (N, OUT), each stored where fresh. */
 void gf_linear_check(const char *op, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b);
 void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y);
 void gf_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G);
+/* The same with W_c = columns [c0, c0 + cols(x)) of w (OUT, IN_w), read in place through w's row
+ * stride IN_w (no copy):
+ *   y (N, OUT) = x W_c^T + b (b may be NULL), or with add (and no b) y += x W_c^T;
+ *   dx: x's gradient (= where fresh, else +=) G · W_c, when x needs one;
+ *   dw: w's columns c0.. (= when fresh, else +=) G^T · x (fresh: w's flag, read once by the caller
+ *   for all of its column blocks). */
+void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, int64_t c0, const gf_tensor *b,
+                         int add, float *y);
+void gf_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G);
+void gf_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G);
 
 /* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
  * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). */
@@ -279,6 +289,16 @@ void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, con
  * hashing): one key drawn from ctx->rng, keep (uint8, numel(x)) in the step arena, *scale =
  * 1 / (1 - p). The CPU dropout and the fused ops that drop share it, so their masks agree. */
 uint8_t *gf_dropout_mask(gf_ctx *ctx, const gf_tensor *x, float p, float *scale);
+/* gf_dropout_mask in parts, for an op that makes the mask row by row where it uses it: the draw
+ * (the key from ctx->rng, x's row keying, the threshold, the scale), then the keep bytes of
+ * elements [i0, i0 + n) of x (flat index), any span, the bits gf_dropout_mask gives them. */
+typedef struct gf_drop_key {
+    uint64_t key, thr;
+    int64_t per, nb, row0; /* elements a row of x, batch rows, the first one's global index */
+    float scale;           /* 1 / (1 - p) */
+} gf_drop_key;
+gf_drop_key gf_dropout_draw(gf_ctx *ctx, const gf_tensor *x, float p);
+void gf_dropout_mask_span(const gf_drop_key *d, int64_t i0, int64_t n, uint8_t *keep);
 /* v where kept, else +0, selected by a bit mask: a `?:` over the product keeps the loop scalar
  * under -ftrapping-math (tests/arch/check_simd_loops.py) */
 static inline float gf_dropout_kept(float v, uint8_t kept) {

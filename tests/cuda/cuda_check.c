@@ -31,6 +31,7 @@ void dev_free(gf_tensor *t) {
 
 /* a leaf on both devices: data N(0, scale), grad N(0, 0.5) (backward must add to it) */
 void add_input(op_case *c, int32_t ndim, const int64_t *shape, uint64_t seed, float scale) {
+    GF_ASSERT(c->n_in < MAX_IN, "%s: more than %d inputs", c->what, MAX_IN);
     gf_tensor *h = gc_leaf(ndim, shape, seed, scale);
     gf_rng r;
     gf_rng_seed(&r, seed ^ 0xA5A5);

@@ -28,7 +28,7 @@
  * forward) the rounding is the same on both devices: there the forward stays at TOL, which a GPU
  * that ignored bf16 fails (3e-3). */
 #define BF16_TOL 1e-3
-#define MAX_IN 4
+#define MAX_IN 6 /* the gate chain: n, g, the gate weight and bias, the norm gain and shift */
 
 typedef struct op_case {
     const char *what;

@@ -1,5 +1,6 @@
 /* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
- * masked_mean, pair_match, the fused sigmoid_lerp, dropout_add_layernorm and linear_gelu) against their CPU
+ * masked_mean, pair_match, the fused sigmoid_lerp, dropout_add_layernorm, linear_gelu,
+ * concat_linear and layernorm_dropout) against their CPU
  * ops, forward and backward, through the harness of cuda_check.h (normwise relative error
  * <= 1e-4, the same bits on a second GPU run, input gradients that start non-zero). Shapes are
  * awkward: one row, D = 100, widths that are not multiples of 32, more elements than one block,
@@ -9,11 +10,11 @@
  * hash (gflow/rng.h compiled for the GPU), the row keying by batch_rows/batch_row0, so the
  * mask, the output and the gradients equal the CPU's exactly, and both rngs advance alike.
  *
- * The fused ops go through the same harness; the mask dropout_add_layernorm saves is checked
- * bit for bit besides.
+ * The fused ops go through the same harness; the masks dropout_add_layernorm and
+ * layernorm_dropout save are checked bit for bit besides.
  *
  * Two chains run the tape's device paths: the Grassmann block's gate
- * (sigmoid_lerp(linear(concat(n, g)), n, g) then dropout, src/nn/blocks.c) and the NLI head
+ * (sigmoid_lerp(concat_linear(n, g), n, g) then layernorm_dropout, src/nn/blocks.c) and the NLI head
  * (masked mean of premises and hypotheses, dropout over two copies of the batch rows, pair
  * features, linear).
  *
@@ -378,54 +379,157 @@ GF_TEST(cuda, linear_gelu) {
     }
 }
 
-/* The mask the fused op saves equals the CPU op's bit for bit (the same key, the same hash), and
- * both rngs have advanced alike */
+/* ---- concat_linear = linear(concat(a, b), W, bias) ---- */
+
+typedef struct cl_user {
+    int bias; /* 0: bias NULL */
+    int wrap; /* a, b and W out of a gelu: their gradients start fresh (W's for both column blocks) */
+    int same; /* concat_linear(a, a, W): in[1] unused */
+} cl_user;
+
+static gf_tensor *b_clin(gf_ctx *c, gf_tensor **in, void *u) {
+    const cl_user *l = u;
+    gf_tensor *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
+    gf_tensor *b = l->same ? a : l->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_concat_linear(c, a, b, w, l->bias ? in[3] : NULL);
+}
+
+GF_TEST(cuda, concat_linear) {
+    /* a's shape, Db, OUT: one row, widths not multiples of 32, the gate's shape over more rows
+     * than a column-sum chunk, a and b one tensor, bf16 */
+    static const struct { int32_t nd; int64_t s[3]; int64_t db, out; cl_user u; gf_precision prec; } k[] = {
+        {2, {1, 100}, 37, 29, {1, 0, 0}, GF_PREC_FP32},   {3, {3, 7, 33}, 65, 40, {1, 1, 0}, GF_PREC_FP32},
+        {2, {700, 32}, 32, 32, {1, 1, 0}, GF_PREC_FP32},  {3, {2, 5, 40}, 24, 50, {0, 1, 0}, GF_PREC_FP32},
+        {2, {9, 33}, 33, 20, {1, 0, 1}, GF_PREC_FP32},    {3, {3, 5, 64}, 64, 64, {1, 1, 0}, GF_PREC_BF16},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = k[i].prec ? "concat_linear bf16" : "concat_linear", .f = b_clin, .user = (void *)&k[i].u,
+                     .precision = k[i].prec, .tol = k[i].prec ? BF16_TOL : 0};
+        int64_t sb[3], sw[2] = {k[i].out, k[i].s[k[i].nd - 1] + k[i].db}, s1[1] = {k[i].out};
+        memcpy(sb, k[i].s, sizeof sb);
+        sb[k[i].nd - 1] = k[i].db;
+        add_input(&c, k[i].nd, k[i].s, 500 + 4 * i, 1.0f);
+        add_input(&c, k[i].nd, sb, 501 + 4 * i, 1.0f);
+        add_input(&c, 2, sw, 502 + 4 * i, 0.3f);
+        add_input(&c, 1, s1, 503 + 4 * i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "concat_linear case %zu", i);
+        case_free(&c);
+    }
+    static const cl_user plain = {1, 0, 0};
+    int64_t sa[2] = {9, 33}, sb[2] = {9, 17}, sw[2] = {40, 50}, s1[1] = {40};
+    for (int skip = 0; skip < 4; skip++) { /* each input in turn without a gradient */
+        op_case c = {.what = "concat_linear(one input without grad)", .f = b_clin, .user = (void *)&plain};
+        add_input(&c, 2, sa, 530 + 4 * (uint64_t)skip, 1.0f);
+        add_input(&c, 2, sb, 531 + 4 * (uint64_t)skip, 1.0f);
+        add_input(&c, 2, sw, 532 + 4 * (uint64_t)skip, 0.3f);
+        add_input(&c, 1, s1, 533 + 4 * (uint64_t)skip, 0.5f);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "concat_linear, input %d without grad", skip);
+        case_free(&c);
+    }
+}
+
+/* ---- layernorm_dropout = dropout(layernorm(x), p) (dal_user: same unused) ---- */
+
+static gf_tensor *b_ld(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    return gf_layernorm_dropout(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f, d->p);
+}
+
+static const struct { int32_t nd; int64_t s[3]; int training; dal_user u; } ld_cases[] = {
+    {2, {1, 100}, 1, {0.3f, 0, 0, 0, 0}},      {3, {3, 7, 33}, 1, {0.1f, 0, 0, 1, 0}},
+    {3, {6, 5, 257}, 1, {0.5f, 3, 2, 0, 0}},   /* two copies of batch rows 2..4 */
+    {2, {700, 64}, 1, {0.1f, 0, 0, 1, 0}},     /* many blocks of rows */
+    {1, {33}, 1, {0.5f, 11, 4, 1, 0}},         /* one LayerNorm row over dropout's 33: 3 copies of 11 */
+    {3, {2, 9, 100}, 0, {0.1f, 0, 0, 0, 0}},   /* eval: layernorm */
+    {3, {2, 9, 100}, 1, {0.0f, 0, 0, 1, 0}},   /* p = 0: layernorm */
+};
+
+GF_TEST(cuda, layernorm_dropout) {
+    for (size_t i = 0; i < sizeof ld_cases / sizeof ld_cases[0]; i++) {
+        op_case c = {.what = "layernorm_dropout", .f = b_ld, .user = (void *)&ld_cases[i].u,
+                     .training = ld_cases[i].training};
+        int64_t D = ld_cases[i].s[ld_cases[i].nd - 1];
+        add_input(&c, ld_cases[i].nd, ld_cases[i].s, 540 + 3 * i, 2.0f);
+        add_input(&c, 1, &D, 541 + 3 * i, 0.5f);
+        add_input(&c, 1, &D, 542 + 3 * i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "layernorm_dropout case %zu", i);
+        case_free(&c);
+    }
+    /* x without a gradient: the kernel writes dz alone, for the gain's and shift's sums */
+    op_case c = {.what = "layernorm_dropout(x no grad)", .f = b_ld, .user = (void *)&ld_cases[1].u, .training = 1};
+    int64_t s[2] = {7, 33}, D = 33;
+    add_input(&c, 2, s, 570, 2.0f);
+    add_input(&c, 1, &D, 571, 0.5f);
+    add_input(&c, 1, &D, 572, 0.5f);
+    no_grad(&c, 0);
+    GF_CHECK(check_case(&c) == 0, "layernorm_dropout(x no grad)");
+    case_free(&c);
+}
+
+/* The mask a fused op saves (n->aux) equals the CPU op's bit for bit (the same key, the same
+ * hash), and both rngs have advanced alike: f over the n inputs x (shape nd, s), then gain and
+ * shift (D) */
+static void check_mask(const char *what, gc_build_fn f, const void *u, int n, int32_t nd, const int64_t *s,
+                       uint64_t seed) {
+    int64_t D = s[nd - 1];
+    gf_tensor *hc[4], *hg[4];
+    for (int j = 0; j < n; j++) hc[j] = j < n - 2 ? gc_leaf(nd, s, seed + (uint64_t)j, 1.0f) : gc_leaf(1, &D, seed + (uint64_t)j, 1.0f);
+    for (int j = 0; j < n; j++) hg[j] = dev_copy(hc[j]);
+    gf_rng rc, rg;
+    gf_rng_seed(&rc, seed);
+    gf_rng_seed(&rg, seed);
+    gf_ctx cc, gc;
+    gf_ctx_init(&cc, 0, &rc);
+    gf_ctx_init(&gc, 0, &rg);
+    cc.training = gc.training = 1;
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&gc, 0));
+    f(&cc, hc, (void *)u);
+    f(&gc, hg, (void *)u);
+    GF_CHECK(!memcmp(rc.s, rg.s, sizeof rc.s), "%s: the rngs advanced differently", what);
+    GF_REQUIRE(cc.last && gc.last && cc.last->aux && gc.last->aux, "%s: no mask saved", what);
+    int64_t N = gf_tensor_numel(hc[0]);
+    uint8_t *mg = malloc((size_t)N);
+    GF_CHECK_OK(gf_cuda_sync());
+    GF_CHECK_OK(gf_cuda_download(mg, gc.last->aux, (size_t)N));
+    GF_CHECK(!memcmp(mg, cc.last->aux, (size_t)N), "%s: the masks differ", what);
+    free(mg);
+    gf_ctx_free(&cc);
+    gf_ctx_free(&gc);
+    for (int j = 0; j < n; j++) {
+        dev_free(hg[j]);
+        gc_leaf_free(hc[j]);
+    }
+}
+
 GF_TEST(cuda, dropout_add_layernorm_mask) {
     for (size_t i = 0; i < 4; i++) {
-        const dal_user *u = &dal_cases[i].u;
-        int64_t D = dal_cases[i].s[dal_cases[i].nd - 1];
-        gf_tensor *hc[4] = {gc_leaf(dal_cases[i].nd, dal_cases[i].s, 470 + i, 1.0f),
-                            gc_leaf(dal_cases[i].nd, dal_cases[i].s, 480 + i, 1.0f), gc_leaf(1, &D, 490, 1.0f),
-                            gc_leaf(1, &D, 491, 1.0f)};
-        gf_tensor *hg[4];
-        for (int j = 0; j < 4; j++) hg[j] = dev_copy(hc[j]);
-        gf_rng rc, rg;
-        gf_rng_seed(&rc, 877 + i);
-        gf_rng_seed(&rg, 877 + i);
-        gf_ctx cc, gc;
-        gf_ctx_init(&cc, 0, &rc);
-        gf_ctx_init(&gc, 0, &rg);
-        cc.training = gc.training = 1;
-        GF_REQUIRE_OK(gf_ctx_use_cuda(&gc, 0));
-        b_dal(&cc, hc, (void *)u);
-        b_dal(&gc, hg, (void *)u);
-        GF_CHECK(!memcmp(rc.s, rg.s, sizeof rc.s), "case %zu: the rngs advanced differently", i);
-        GF_REQUIRE(cc.last && gc.last && cc.last->aux && gc.last->aux, "case %zu: no mask saved", i);
-        int64_t N = gf_tensor_numel(hc[0]);
-        uint8_t *mg = malloc((size_t)N);
-        GF_CHECK_OK(gf_cuda_sync());
-        GF_CHECK_OK(gf_cuda_download(mg, gc.last->aux, (size_t)N));
-        GF_CHECK(!memcmp(mg, cc.last->aux, (size_t)N), "case %zu: the masks differ", i);
-        free(mg);
-        gf_ctx_free(&cc);
-        gf_ctx_free(&gc);
-        for (int j = 0; j < 4; j++) {
-            dev_free(hg[j]);
-            gc_leaf_free(hc[j]);
-        }
+        char what[64];
+        snprintf(what, sizeof what, "dropout_add_layernorm case %zu", i);
+        check_mask(what, b_dal, &dal_cases[i].u, 4, dal_cases[i].nd, dal_cases[i].s, 877 + 10 * i);
+    }
+}
+
+GF_TEST(cuda, layernorm_dropout_mask) {
+    for (size_t i = 0; i < 5; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "layernorm_dropout case %zu", i);
+        check_mask(what, b_ld, &ld_cases[i].u, 3, ld_cases[i].nd, ld_cases[i].s, 977 + 10 * i);
     }
 }
 
 /* ---- chains ---- */
 
-/* the Grassmann block's gated fusion (src/nn/blocks.c), then dropout:
- * α = σ(linear([n ; g], W, b)),  y = dropout(α ⊙ n + (1 − α) ⊙ g)  (or the constant 0.5), the
- * sigmoid and lerp fused as the block has them */
+/* the Grassmann block's gated fusion and its norm (src/nn/blocks.c), fused as the block has them:
+ * α = σ([n ; g] Wᵀ + b),  y = dropout(LN(α ⊙ n + (1 − α) ⊙ g))  (or the constant 0.5) */
 static gf_tensor *b_gate(gf_ctx *c, gf_tensor **in, void *u) {
+    const int nogate = *(const int *)u;
     gf_tensor *n = in[0], *g = in[1];
-    gf_tensor *mix = *(const int *)u ? gf_lerp(c, NULL, n, g, 0.5f)
-                       : gf_sigmoid_lerp(c, gf_linear(c, gf_concat(c, n, g), in[2], in[3]), n, g);
-    return gf_dropout(c, mix, 0.1f);
+    gf_tensor *mix = nogate ? gf_lerp(c, NULL, n, g, 0.5f)
+                            : gf_sigmoid_lerp(c, gf_concat_linear(c, n, g, in[2], in[3]), n, g);
+    return gf_layernorm_dropout(c, mix, in[nogate ? 2 : 4], in[nogate ? 3 : 5], 1e-5f, 0.1f);
 }
 
 GF_TEST(cuda, chain_gate) {
@@ -439,6 +543,8 @@ GF_TEST(cuda, chain_gate) {
             add_input(&c, 2, sw, 342, 0.1f);
             add_input(&c, 1, sb, 343, 0.5f);
         }
+        add_input(&c, 1, sb, 344, 0.5f);
+        add_input(&c, 1, sb, 345, 0.5f);
         GF_CHECK(check_case(&c) == 0, "%s", c.what);
         case_free(&c);
     }

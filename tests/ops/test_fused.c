@@ -1,4 +1,5 @@
-/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu): finite
+/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu,
+ * layernorm_dropout): finite
  * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
  * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
 #include "gf_test.h"
@@ -57,6 +58,19 @@ static gf_tensor *b_dal_xx(gf_ctx *c, gf_tensor **in, void *u) {
 static gf_tensor *b_dal_xx_chain(gf_ctx *c, gf_tensor **in, void *u) {
     dal_setup(c, u);
     return gf_layernorm(c, gf_add(c, in[0], gf_dropout(c, in[0], ((const dal_user *)u)->p)), in[2], in[3], 1e-5f);
+}
+
+/* ---- layernorm_dropout = dropout(layernorm(x), p) (dal_user: f unused, wrap: x out of a gelu) ---- */
+
+static gf_tensor *b_ld(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    dal_setup(c, d);
+    return gf_layernorm_dropout(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f, d->p);
+}
+static gf_tensor *b_ld_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    dal_setup(c, d);
+    return gf_dropout(c, gf_layernorm(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f), d->p);
 }
 
 /* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
@@ -194,6 +208,52 @@ GF_TEST(unit, dropout_add_layernorm_is_the_chain) {
         check_bitwise(what, b_dal, b_dal_chain, 4, nd, cases[i].rows ? sh2 : sh, (void *)&cases[i]);
     }
     check_bitwise("dropout_add_layernorm(x, x)", b_dal_xx, b_dal_xx_chain, 4, nd, sh, (void *)&cases[0]);
+}
+
+GF_TEST(grad, layernorm_dropout) {
+    int64_t sx[3] = {2, 3, 6}, sg[1] = {6};
+    gf_tensor *in[3] = {gc_leaf(3, sx, 631, 2.0f), gc_leaf(1, sg, 632, 1.0f), gc_leaf(1, sg, 633, 1.0f)};
+    for (int i = 0; i < 6; i++) in[1]->data[i] += 1.0f;
+    dal_user drop = {.p = 0.3f, .training = 1, .seed = 78};
+    GF_CHECK(gc_check("layernorm_dropout", b_ld, in, 3, &drop, (gc_opts){.h = 3e-3}) == 0, "grads, p = 0.3");
+    /* one node of its own, its mask dropping something and keeping something over 36 elements */
+    gf_ctx c;
+    gf_ctx_init(&c, 0, NULL);
+    b_ld(&c, in, &drop);
+    GF_REQUIRE(c.n_nodes == 1 && c.last->op == &gf_op_layernorm_dropout && c.last->aux, "not one layernorm_dropout node");
+    int kept = 0;
+    for (int i = 0; i < 36; i++) kept += ((const uint8_t *)c.last->aux)[i];
+    GF_CHECK(kept > 0 && kept < 36, "kept %d of 36", kept);
+    /* not training: LayerNorm's own node */
+    gf_ctx_reset(&c);
+    dal_user plain = {.p = 0.3f, .training = 0, .seed = 78};
+    b_ld(&c, in, &plain);
+    GF_CHECK(c.n_nodes == 1 && c.last->op == &gf_op_layernorm, "eval: not layernorm's node");
+    gf_ctx_free(&c);
+    for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+}
+
+/* the output, x's gradient (added to, or stored fresh: wrap), the gain's and the shift's, the rng
+ * after: the chain's bits, with the mask's rows keyed as dropout keys them (copies of batch rows;
+ * a 1-D x, whose one LayerNorm row spans dropout's 33 rows: three copies of 11 batch rows) */
+GF_TEST(unit, layernorm_dropout_is_the_chain) {
+    static const int32_t nd[3] = {3, 1, 1}, nd1[3] = {1, 1, 1};
+    static const int64_t sh[3][3] = {{4, 9, 100}, {100}, {100}}, sh2[3][3] = {{6, 5, 33}, {33}, {33}};
+    static const int64_t sh1[3][3] = {{33}, {33}, {33}};
+    const dal_user cases[] = {
+        {.p = 0.1f, .training = 1, .seed = 15},
+        {.p = 0.5f, .training = 1, .wrap = 1, .seed = 16},
+        {.p = 0.1f, .training = 0, .seed = 17},                    /* eval: layernorm alone */
+        {.p = 0.0f, .training = 1, .wrap = 1, .seed = 18},         /* p = 0: layernorm alone */
+        {.p = 0.25f, .training = 1, .rows = 3, .row0 = 2, .seed = 19}, /* two copies of batch rows 2..4 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "layernorm_dropout case %zu", i);
+        check_bitwise(what, b_ld, b_ld_chain, 3, nd, cases[i].rows ? sh2 : sh, (void *)&cases[i]);
+    }
+    const dal_user one_row = {.p = 0.5f, .training = 1, .wrap = 1, .rows = 11, .row0 = 4, .seed = 20}; /* 3 copies of 11 */
+    check_bitwise("layernorm_dropout(1-D x)", b_ld, b_ld_chain, 3, nd1, sh1, (void *)&one_row);
 }
 
 GF_TEST(grad, linear_gelu) {

@@ -75,6 +75,13 @@ void cu_gemm_rm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, co
  * adding to it; b may be NULL); dX and dW from G = dL/dY (N, OUT), each stored where fresh. */
 void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y);
 void cu_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G);
+/* the same on W_c = columns [c0, c0 + cols(x)) of w, in place (the CPU's gf_linear_cols_into,
+ * gf_linear_dx_cols, gf_linear_dw_cols: add, no b: y += x W_c^T; fresh: w's flag, read once by
+ * the caller for all of its column blocks) */
+void cu_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, int64_t c0, const gf_tensor *b, int add,
+                         float *y);
+void cu_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G);
+void cu_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G);
 
 __device__ static inline float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -37,6 +37,8 @@ gf_tensor *gf_sigmoid_lerp_cuda(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tens
 gf_tensor *gf_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
                                          gf_tensor *beta, float eps);
 gf_tensor *gf_linear_gelu_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
+gf_tensor *gf_concat_linear_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
+gf_tensor *gf_layernorm_dropout_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps, float p);
 gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);
 gf_tensor *gf_masked_mean_cuda(gf_ctx *ctx, gf_tensor *x, const float *mask);

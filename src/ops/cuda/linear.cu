@@ -4,16 +4,25 @@
  * Each product is one row-major GEMM (cu_gemm_rm in cu_util.cuh: cuBLAS with the operands
  * swapped, nothing copied). The bias is written into Y first and the GEMM adds to it (beta = 1),
  * as on the CPU. The product and the backward's GEMMs are also the fused linear_gelu.cu's
- * (cu_linear_into, cu_linear_grads).
+ * (cu_linear_into, cu_linear_grads) and, on a column block of W read through its row stride,
+ * concat_linear.cu's (cu_linear_cols_into, cu_linear_dx_cols, cu_linear_dw_cols).
  */
 #include "cu_util.cuh"
 
+void cu_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G) {
+    if (!gf_needs_grad(x)) return;
+    int64_t N = gf_tensor_rows(x), IN = gf_tensor_cols(x), OUT = w->shape[0];
+    cu_gemm_rm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data + c0, w->shape[1], gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
+}
+
+void cu_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G) {
+    int64_t N = gf_tensor_rows(x), IN = gf_tensor_cols(x), OUT = w->shape[0];
+    cu_gemm_rm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, fresh ? 0.0f : 1.0f, w->grad + c0, w->shape[1]);
+}
+
 void cu_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
-    int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
-    if (gf_needs_grad(x))
-        cu_gemm_rm(ctx, 0, 0, N, IN, OUT, G, OUT, w->data, IN, gf_grad_fresh(x) ? 0.0f : 1.0f, x->grad, IN);
-    if (gf_needs_grad(w))
-        cu_gemm_rm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, gf_grad_fresh(w) ? 0.0f : 1.0f, w->grad, IN);
+    cu_linear_dx_cols(ctx, x, w, 0, G);
+    if (gf_needs_grad(w)) cu_linear_dw_cols(ctx, x, w, 0, gf_grad_fresh(w), G);
 }
 
 /* backward, with G = dL/dY (N, OUT):
@@ -36,14 +45,19 @@ __global__ static void bias_rows(float *y, const float *b, int64_t n, int64_t OU
     CU_FOR(i, n) y[i] = b[i % OUT];
 }
 
-void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
-    int64_t N = gf_tensor_rows(x), IN = w->shape[1], OUT = w->shape[0];
+void cu_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, int64_t c0, const gf_tensor *b, int add,
+                         float *y) {
+    int64_t N = gf_tensor_rows(x), IN = gf_tensor_cols(x), OUT = w->shape[0];
     if (b) {
         int64_t n = N * OUT;
         bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y, b->data, n, OUT);
         GF_CUDA_LAUNCHED("bias_rows", 4 * (n + OUT));
     }
-    cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data, IN, b ? 1.0f : 0.0f, y, OUT);
+    cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, w->shape[1], b || add ? 1.0f : 0.0f, y, OUT);
+}
+
+void cu_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {
+    cu_linear_cols_into(ctx, x, w, 0, b, 0, y);
 }
 
 gf_tensor *gf_linear_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
