@@ -39,14 +39,32 @@ typedef struct {
     uint8_t *valid;  // (B*L) 1 if any offset valid
 } pm_saved;
 
-/* p (P) = a ∧ c over the row-major upper triangle; inner loop over j is contiguous. */
-static inline void plucker_pairs(const float *a, const float *c, float *p, int64_t R) {
+/* The triangle's rows (R - 1 - i pairs each, 15.5 on average at r = 32) are written in whole
+ * chunks of PM_VL floats: a fixed-length loop vectorises with no scalar tail, where a loop over
+ * the row's own length spent most of its time in its tails. A row's last chunk writes up to
+ * PM_VL - 1 floats past the row's end (the next row overwrites them; past the last row, the
+ * buffer's slack) and reads its inputs as far: they are copies padded by PM_PAD floats. */
+#define PM_VL 8
+#define PM_PAD (PM_VL - 1)
+
+/* dst (R + PM_PAD) = x (R), then zeros */
+static inline void pm_padded(float *restrict dst, const float *restrict x, int64_t R) {
+    memcpy(dst, x, (size_t)R * sizeof(float));
+    memset(dst + R, 0, PM_PAD * sizeof(float));
+}
+
+/* p (P + PM_PAD) = a ∧ c over the row-major upper triangle, from padded copies a, c
+ * (R + PM_PAD): p_k for pair (i, j) is p[k_i + j - i - 1], each row in whole chunks. */
+static inline void plucker_pairs(const float *restrict a, const float *restrict c, float *restrict p, int64_t R) {
     int64_t k = 0;
     for (int64_t i = 0; i < R - 1; i++) {
-        float ai = a[i], ci = c[i];
-        float *pi = p + k - i - 1; /* pi[j] = p_k for pair (i, j) */
+        const float ai = a[i], ci = c[i];
+        const float *aj = a + i + 1, *cj = c + i + 1;
+        for (int64_t j0 = 0; j0 < R - 1 - i; j0 += PM_VL) {
+            float *pj = p + k + j0;
 #pragma omp simd
-        for (int64_t j = i + 1; j < R; j++) pi[j] = ai * c[j] - a[j] * ci;
+            for (int64_t l = 0; l < PM_VL; l++) pj[l] = ai * cj[j0 + l] - aj[j0 + l] * ci;
+        }
         k += R - 1 - i;
     }
 }
@@ -58,27 +76,80 @@ static inline float sumsq(const float *p, int64_t n) {
     return s;
 }
 
+/* s (n) = the sums of squares of the n rows (P each, stride PS) of p, two rows a pass: each sum is
+ * the one sumsq gives (its own lanes, in the same order), and the two chains of additions
+ * overlap where one row's waited on each addition in turn */
+static void pm_sumsqs(const float *p, int64_t PS, int64_t P, int64_t n, float *s) {
+    int64_t v = 0;
+    for (; v + 2 <= n; v += 2) {
+        const float *x = p + v * PS, *y = x + PS;
+        float sx = 0.0f, sy = 0.0f;
+#pragma omp simd reduction(+ : sx, sy)
+        for (int64_t k = 0; k < P; k++) {
+            sx += x[k] * x[k];
+            sy += y[k] * y[k];
+        }
+        s[v] = sx;
+        s[v + 1] = sy;
+    }
+    if (v < n) s[v] = sumsq(p + v * PS, P);
+}
+
+/* out (PM_VL) = inv · Σ_v sc[v] p_v over the n rows (stride PS) of p, summed in row order (the
+ * chunk's sums stay in a register) */
+static inline void pm_pair_means(const float *p, int64_t PS, const float *sc, int64_t n, float inv, float *out) {
+    float acc[PM_VL] = {0};
+    for (int64_t v = 0; v < n; v++) {
+        const float *pv = p + v * PS, s = sc[v];
+#pragma omp simd
+        for (int64_t l = 0; l < PM_VL; l++) acc[l] += pv[l] * s;
+    }
+#pragma omp simd
+    for (int64_t l = 0; l < PM_VL; l++) out[l] = acc[l] * inv;
+}
+
+/* Floats of pm_row's scratch: the padded a and c, and the pairs of every offset (NW, PS) with
+ * PS = P + PM_PAD, then NW scales */
+static inline int64_t pm_row_scratch(int64_t R, int64_t NW) {
+    return 2 * (R + PM_PAD) + NW * (R * (R - 1) / 2 + PM_PAD) + NW;
+}
+
 /* pb (P) = pbar of the position t whose reduced vector is a, with z_{t-δ} at a - δ R; norms (NW)
- * gets |p| per offset (0 where t - δ < 0). Returns |W_t|, the count of valid offsets. */
+ * gets |p| per offset (0 where t - δ < 0); work: pm_row_scratch(R, NW) floats. The pairs of all
+ * valid offsets are formed first, then their norms, then pb in one pass over the pairs (each
+ * pb[k] the same sum, in offset order, as one pass per offset gave). Returns |W_t|, the count of
+ * valid offsets. */
 static int64_t pm_row(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
-                      int normalize, float *pk, float *pb, float *norms) {
-    const int64_t P = R * (R - 1) / 2;
-    memset(pb, 0, (size_t)P * sizeof(float));
+                      int normalize, float *work, float *pb, float *norms) {
+    const int64_t P = R * (R - 1) / 2, PS = P + PM_PAD;
+    float *ap = work, *cp = ap + R + PM_PAD;  // (R + PM_PAD) each
+    float *pk = cp + R + PM_PAD, *sc = pk + NW * PS; // (NW, PS), (NW)
+    /* pb's lines are fetched for writing while the pairs are formed: pbar (B, L, P) is megabytes
+     * a layer, and the final stores waited on them */
+    for (int64_t k = 0; k < P; k += 16) __builtin_prefetch(pb + k, 1, 3);
+    __builtin_prefetch(pb + P - 1, 1, 3);
+    pm_padded(ap, a, R);
     int64_t cnt = 0;
     for (int64_t q = 0; q < NW; q++) {
         if (t - offs[q] < 0) { norms[q] = 0.0f; continue; }
-        plucker_pairs(a, a - offs[q] * R, pk, R);
-        float nrm = sqrtf(sumsq(pk, P));
-        norms[q] = nrm;
-        float s = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
-#pragma omp simd
-        for (int64_t k = 0; k < P; k++) pb[k] += pk[k] * s;
+        pm_padded(cp, a - offs[q] * R, R);
+        plucker_pairs(ap, cp, pk + cnt * PS, R);
         cnt++;
     }
-    if (cnt > 1) {
-        float inv = 1.0f / (float)cnt;
-#pragma omp simd
-        for (int64_t k = 0; k < P; k++) pb[k] *= inv;
+    pm_sumsqs(pk, PS, P, cnt, sc);
+    for (int64_t q = 0, v = 0; q < NW; q++) {
+        if (t - offs[q] < 0) continue;
+        const float nrm = sqrtf(sc[v]);
+        norms[q] = nrm;
+        sc[v++] = normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+    }
+    const float inv = cnt > 1 ? 1.0f / (float)cnt : 1.0f; /* x * 1 is x: one offset is unscaled */
+    const int64_t P8 = P - P % PM_VL;
+    for (int64_t k0 = 0; k0 < P8; k0 += PM_VL) pm_pair_means(pk + k0, PS, sc, cnt, inv, pb + k0);
+    if (P8 < P) { /* the last, partial chunk: pk's rows have the slack, pb has not */
+        float tail[PM_VL];
+        pm_pair_means(pk + P8, PS, sc, cnt, inv, tail);
+        memcpy(pb + P8, tail, (size_t)(P - P8) * sizeof(float));
     }
     return cnt;
 }
@@ -115,11 +186,21 @@ static void pm_antisym(float *restrict M, const float *restrict g, int64_t R) {
 
 /* Y (K, R): y_x = M x_x for the K vectors xs[x] and an antisymmetric M (R, R), each as
  * -Σ_j x_j M[j, :] summed in j order (rows of M read contiguously), the K products in one pass
- * over M's rows: the K·R accumulators of one row j are independent of each other, where one
- * product after another waited on each y[i] through every j */
+ * over M's rows (the K·R accumulators of one row j are independent of each other), four rows
+ * of M a pass (y read and written once per four terms, each y[i] still summed in j order) */
 static void pm_matvecs(float *restrict Y, const float *restrict M, const float *const *xs, int64_t K, int64_t R) {
     memset(Y, 0, (size_t)(K * R) * sizeof(float));
-    for (int64_t j = 0; j < R; j++) {
+    int64_t j = 0;
+    for (; j + 4 <= R; j += 4) {
+        const float *restrict M0 = M + j * R, *restrict M1 = M0 + R, *restrict M2 = M1 + R, *restrict M3 = M2 + R;
+        for (int64_t x = 0; x < K; x++) {
+            const float x0 = xs[x][j], x1 = xs[x][j + 1], x2 = xs[x][j + 2], x3 = xs[x][j + 3];
+            float *restrict y = Y + x * R;
+#pragma omp simd
+            for (int64_t i = 0; i < R; i++) y[i] = (((y[i] - x0 * M0[i]) - x1 * M1[i]) - x2 * M2[i]) - x3 * M3[i];
+        }
+    }
+    for (; j < R; j++) {
         const float *restrict Mj = M + j * R;
         for (int64_t x = 0; x < K; x++) {
             const float xj = xs[x][j];
@@ -137,6 +218,18 @@ static inline float pm_dot(const float *x, const float *y, int64_t R) {
     return s;
 }
 
+/* *s1 = x·y1, *s2 = x·y2, each the sum pm_dot gives, in one pass (the two chains overlap) */
+static inline void pm_dot2(const float *x, const float *y1, const float *y2, int64_t R, float *s1, float *s2) {
+    float t1 = 0.0f, t2 = 0.0f;
+#pragma omp simd reduction(+ : t1, t2)
+    for (int64_t i = 0; i < R; i++) {
+        t1 += x[i] * y1[i];
+        t2 += x[i] * y2[i];
+    }
+    *s1 = t1;
+    *s2 = t2;
+}
+
 /* Backward of one position t (reduced vector a; its pair gradient Gp = dpbar_t), with the pair
  * algebra done on dense R x R matrices instead of the triangle (the triangle's short rows do not
  * vectorise): for p = a ∧ c, M(p) = a cᵀ - c aᵀ, and for dp = s·Gp - qn·p (the normalisation's
@@ -144,11 +237,12 @@ static inline float pm_dot(const float *x, const float *y, int64_t R) {
  *   da += M(dp) c = s·u - qn·(a (c·c) - c (a·c)),     u = M(Gp) c  (one per valid offset)
  *   dc  = -M(dp) a = -s·v + qn·(a (a·c) - c (a·a)),  v = M(Gp) a  (one per position)
  *   p·Gp = aᵀ M(Gp) c = a·u
+ * zz[-δ] = c·c for c = z_{t-δ} (zz[0] = a·a), from the caller's one pass over z's rows.
  * dc goes to the position's (NW, R) slot of dpast. MG (R, R), Y (NW + 1, R) holding v then the
  * u of each valid offset, xs (NW + 1): the caller's scratch. */
 static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
-                            int normalize, const float *Gp, const float *norms, float *da, float *dpast, float *MG,
-                            float *Y, const float **xs) {
+                            int normalize, const float *Gp, const float *norms, const float *zz, float *da,
+                            float *dpast, float *MG, float *Y, const float **xs) {
     int64_t K = 0;
     xs[K++] = a;
     for (int64_t q = 0; q < NW; q++)
@@ -157,23 +251,24 @@ static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t 
     pm_antisym(MG, Gp, R);
     pm_matvecs(Y, MG, xs, K, R);
     const float *v = Y;
-    const float aa = pm_dot(a, a, R);
+    const float aa = zz[0];
     for (int64_t q = 0, x = 1; q < NW; q++) {
         if (t - offs[q] < 0) continue;
         const float *c = xs[x], *u = Y + x * R;
         x++;
         float *dc = dpast + q * R;
         const float nrm = norms[q];
-        float s = inv_cnt, qn = 0.0f;
+        float s = inv_cnt, qn = 0.0f, au, ac;
+        pm_dot2(a, u, c, R, &au, &ac);
         if (normalize && nrm > eps) {
             s = inv_cnt / nrm;
-            qn = pm_dot(a, u, R) * (inv_cnt / (nrm * nrm)) / nrm; /* (q·Ĝ)/n with q = p/n */
+            qn = au * (inv_cnt / (nrm * nrm)) / nrm; /* (q·Ĝ)/n with q = p/n */
         } else if (normalize) {
             s = inv_cnt / eps;
         }
         /* the scalars first: qn·(c·c) stays quadratic in the inputs' size, as p does, where
          * a (c·c) would be cubic and overflow first (a blow-up must fail where it did) */
-        const float qcc = qn * pm_dot(c, c, R), qac = qn * pm_dot(a, c, R), qaa = qn * aa;
+        const float qcc = qn * zz[-offs[q]], qac = qn * ac, qaa = qn * aa;
 #pragma omp simd
         for (int64_t i = 0; i < R; i++) {
             da[i] += s * u[i] - (qcc * a[i] - qac * c[i]);
@@ -225,6 +320,9 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
     const int64_t RB = BL < PM_ROWS ? BL : PM_ROWS;
     float *dpbar = gf_arena_floats(&ctx->arena, RB * P); // (RB, P)
     float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
+    float *zz = gf_arena_floats(&ctx->arena, BL); // (B*L): z_r·z_r, each row's once for every offset
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BL; r++) zz[r] = pm_dot(z->data + r * R, z->data + r * R, R);
 
     /* per-thread scratch (R*R floats for M_G, (NW + 1) R for v and the u's, NW + 1 vector
      * pointers) allocated up front: the arena is not thread-safe */
@@ -242,7 +340,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
             const int th = omp_get_thread_num();
             float *MG = scratch + (int64_t)th * per_thread;
             pm_row_backward(z->data + r * R, r % L, R, offs, NW, eps, normalize, dpbar + (r - r0) * P,
-                            sv->norms + r * NW, z->grad + r * R, dpast + r * NW * R, MG, MG + R * R,
+                            sv->norms + r * NW, zz + r, z->grad + r * R, dpast + r * NW * R, MG, MG + R * R,
                             xs + (int64_t)th * (NW + 1));
         }
     }
@@ -282,11 +380,12 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     sv->valid = gf_arena_alloc(&ctx->arena, (size_t)BL);
     memcpy(sv->offs, offsets, (size_t)NW * sizeof(int64_t));
     int T = omp_get_max_threads();
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * P); // (T, P)
+    const int64_t per_thread = pm_row_scratch(R, NW);
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, per_thread)
 
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++) {
-        float *pk = scratch + (int64_t)omp_get_thread_num() * P;
+        float *pk = scratch + (int64_t)omp_get_thread_num() * per_thread;
         sv->valid[r] = pm_row(z->data + r * R, r % L, R, offsets, NW, eps, normalize, pk, sv->pbar + r * P,
                               sv->norms + r * NW) > 0;
     }
@@ -318,7 +417,8 @@ gf_tensor *gf_plucker_mix_cached(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_ten
     float *pbar = gf_arena_floats(&ctx->arena, B * n * P); // (B, n, P)
     float *norms = gf_arena_floats(&ctx->arena, B * n * NW);
     uint8_t *valid = gf_arena_alloc(&ctx->arena, (size_t)(B * n));
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)omp_get_max_threads() * P); // (T, P)
+    const int64_t per_thread = pm_row_scratch(R, NW);
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)omp_get_max_threads() * per_thread); // (T, per_thread)
     for (int64_t bb = 0; bb < B; bb++) {
         memcpy(win + bb * Lw * R, ring + (bb * 2 * W + pos % W) * R, (size_t)(W * R) * sizeof(float));
         memcpy(win + (bb * Lw + W) * R, z->data + bb * n * R, (size_t)(n * R) * sizeof(float));
@@ -327,7 +427,7 @@ gf_tensor *gf_plucker_mix_cached(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_ten
     for (int64_t r = 0; r < B * n; r++) {
         const int64_t bb = r / n, i = r % n;
         valid[r] = pm_row(win + (bb * Lw + W + i) * R, pos + i, R, offsets, NW, eps, normalize,
-                          scratch + (int64_t)omp_get_thread_num() * P, pbar + r * P, norms + r * NW) > 0;
+                          scratch + (int64_t)omp_get_thread_num() * per_thread, pbar + r * P, norms + r * NW) > 0;
     }
     for (int64_t bb = 0; bb < B; bb++)
         for (int64_t i = n > W ? n - W : 0; i < n; i++) {
