@@ -80,8 +80,8 @@ gf_tensor *gf_tensor_like(gf_ctx *ctx, const gf_tensor *x);
  * Parallel over row blocks with per-thread partials added in thread order: reproducible
  * for a fixed thread count. Scratch comes from the step arena. */
 void gf_colsum_acc(gf_ctx *ctx, float *dst, const float *x, const float *w, int64_t N, int64_t C);
-/* gf_colsum_acc(dst, x, NULL) with row r of x written by fill(arg, r) just before it is summed,
- * by the thread that sums it: one pass produces x and its column sums, the same bits as the two
+/* gf_colsum_acc(dst, x, NULL) with row r of x written by fill(arg, r) before it is summed (a
+ * block of eight rows filled, then summed), by the thread that sums it: one pass produces x and its column sums, the same bits as the two
  * passes (linear_gelu.c's GELU gradient and bias gradient). */
 void gf_colsum_fill(gf_ctx *ctx, float *dst, float *x, int64_t N, int64_t C, void (*fill)(void *arg, int64_t r),
                     void *arg);
