@@ -45,6 +45,7 @@ void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, con
                                 gf_tensor *beta, int64_t N, int64_t D, const gf_ln_dx *o) {
     const float *gm = gamma->data;
     int need_g = gf_needs_grad(gamma), need_b = gf_needs_grad(beta), need_x = o->dx || o->df;
+    int joint = need_x && need_g && need_b; // training: the gain's and shift's partials join dx's pass
     int T = omp_get_max_threads(), nt = 1;
     float *part = (need_g || need_b) ? gf_arena_calloc(&ctx->arena, (size_t)T * 2 * (size_t)D * sizeof(float))
                                      : NULL; // (T, 2, D): gamma, beta partials
@@ -60,11 +61,11 @@ void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, con
         for (int64_t r = lo; r < hi; r++) {
             const float *restrict xr = x + r * D, *restrict gr = g + r * D;
             const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-            if (need_g) {
+            if (need_g && !joint) {
 #pragma omp simd
                 for (int64_t c = 0; c < D; c++) pg[c] += gr[c] * ((xr[c] - mean) * rstd);
             }
-            if (need_b) {
+            if (need_b && !joint) {
 #pragma omp simd
                 for (int64_t c = 0; c < D; c++) pb[c] += gr[c];
             }
@@ -78,10 +79,20 @@ void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, con
                 s2 += (double)dxh * xh;
             }
             float m1 = (float)(s1 / (double)D), m2 = (float)(s2 / (double)D);
+            if (joint) {
 #pragma omp simd
-            for (int64_t c = 0; c < D; c++) {
-                float xh = (xr[c] - mean) * rstd;
-                dxr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
+                for (int64_t c = 0; c < D; c++) {
+                    float xh = (xr[c] - mean) * rstd;
+                    pg[c] += gr[c] * xh;
+                    pb[c] += gr[c];
+                    dxr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
+                }
+            } else {
+#pragma omp simd
+                for (int64_t c = 0; c < D; c++) {
+                    float xh = (xr[c] - mean) * rstd;
+                    dxr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
+                }
             }
             ln_row_out(o, r * D, dxr, D);
         }

@@ -80,8 +80,8 @@ gf_tensor *gf_tensor_like(gf_ctx *ctx, const gf_tensor *x);
  * Parallel over row blocks with per-thread partials added in thread order: reproducible
  * for a fixed thread count. Scratch comes from the step arena. */
 void gf_colsum_acc(gf_ctx *ctx, float *dst, const float *x, const float *w, int64_t N, int64_t C);
-/* gf_colsum_acc(dst, x, NULL) with row r of x written by fill(arg, r) just before it is summed,
- * by the thread that sums it: one pass produces x and its column sums, the same bits as the two
+/* gf_colsum_acc(dst, x, NULL) with row r of x written by fill(arg, r) before it is summed (a
+ * block of eight rows filled, then summed), by the thread that sums it: one pass produces x and its column sums, the same bits as the two
  * passes (linear_gelu.c's GELU gradient and bias gradient). */
 void gf_colsum_fill(gf_ctx *ctx, float *dst, float *x, int64_t N, int64_t C, void (*fill)(void *arg, int64_t r),
                     void *arg);
@@ -239,12 +239,56 @@ static inline float gf_normal_cdf(float x) {
     return lo.f;
 }
 
-/* σ(v) = 1 / (1 + e^-v) without overflow: exp of a non-positive number only (sigmoid.c and the
- * fused sigmoid_lerp.c, so both give the same bits) */
+/* 2^(i/32) - (i << 47) as double bits, i < 32: glibc's __exp2f_data.tab, for gf_expf_neg */
+static const uint64_t gf_exp2f_tab[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+/* e^x for x <= 0 (or NaN), bit for bit glibc's expf (2.28 on, its FMA variant; 0.502 ulp) with
+ * no calls and no branches, so `omp simd` loops around it vectorise: x·32/ln2 = k + r in double,
+ * 2^(k/32) from the table and the exponent, a cubic for 2^(r/32), the same FMAs in the same
+ * order as glibc's e_expf.c compiled for FMA. Below log(2^-150) (and -inf) +0, as glibc; NaN
+ * propagates. Every non-positive float agrees with libm's expf (unit/expf_neg_is_libm). */
+static inline float gf_expf_neg(float x) {
+    const float lo = -0x1.9fe368p6f; /* log(2^-150): below it e^x rounds to +0 */
+    /* x below lo is not clamped: what the steps make of it is masked off at the end. A clamp
+     * (`?:`) let GCC thread it with the mask's test into a branch that made the conversion,
+     * which may trap, conditional: the loops stayed scalar */
+    double xd = (double)x;
+    union { double d; uint64_t u; } kd, s;
+    kd.d = __builtin_fma(0x1.71547652b82fep+5, xd, 0x1.8p+52); /* k in kd's low mantissa bits */
+    double k = kd.d - 0x1.8p+52;
+    double r = __builtin_fma(0x1.71547652b82fep+5, xd, -k);
+    s.u = gf_exp2f_tab[kd.u & 31] + (kd.u << 47);
+    double z = __builtin_fma(0x1.c6af84b912394p-20, r, 0x1.ebfce50fac4f3p-13);
+    double y = __builtin_fma(0x1.62e42ff0c52d6p-6, r, 1.0);
+    y = __builtin_fma(z, r * r, y);
+    union { float f; uint32_t u; } out;
+    out.f = (float)(y * s.d);
+    out.u &= 0u - (uint32_t)!(x < lo); /* a bit mask, not `?:` (gf_expf says why) */
+    return out.f;
+}
+
+/* σ(v) = 1 / (1 + e^-v) without overflow: exp of -|v| only, 1 / (1 + e) for v >= 0 and
+ * e / (1 + e) below, both computed and one selected by a bit mask (as gf_normal_cdf), so the
+ * loops vectorise (sigmoid.c and the fused sigmoid_lerp.c, so both give the same bits). With
+ * gf_expf_neg these are the bits of the same formula over libm's expf, which the CUDA
+ * emulator's cu_sigmoid computes. */
 static inline float gf_sigmoidf(float v) {
-    if (v >= 0) return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
+    float e = gf_expf_neg(-__builtin_fabsf(v)), d = 1.0f + e;
+    union { float f; uint32_t u; } pos, neg;
+    pos.f = 1.0f / d;
+    neg.f = e / d;
+    uint32_t m = 0u - (uint32_t)(v >= 0.0f);
+    pos.u = (pos.u & m) | (neg.u & ~m);
+    return pos.f;
 }
 
 #ifndef __cplusplus

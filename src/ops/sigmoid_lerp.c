@@ -6,22 +6,55 @@
  */
 #include "op_util.h"
 
+/* elementwise over spans of SLERP_SPAN, so the vector kernels below can be multiversioned
+ * (GF_KERNEL_CLONES) while OpenMP splits the spans across threads (as gelu.c) */
+#define SLERP_SPAN 1024
+
+GF_KERNEL_CLONES static void sigmoid_lerp_span(float *restrict y, const float *restrict u, const float *restrict a,
+                                               const float *restrict b, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        const float w = gf_sigmoidf(u[i]);
+        y[i] = w * a[i] + (1.0f - w) * b[i];
+    }
+}
+
 /* backward, with α = σ(u) and g = dL/dy:
  *   da += g ⊙ α ;  db += g ⊙ (1 − α) ;  du += (g ⊙ (a − b)) ⊙ α ⊙ (1 − α)
  * (the lerp's dα times the sigmoid's slope α (1 − α), in the order the two ops multiply).
- * One element at a time over every buffer, so inputs that share a buffer add up. */
+ * A span's α first, then one loop per gradient (du, da, db; NULL: not needed), each adding to
+ * an element in that order, so inputs that share a buffer add up (no restrict on them). */
+GF_KERNEL_CLONES static void sigmoid_lerp_backward_span(float *du, float *da, float *db, const float *restrict g,
+                                                        const float *restrict u, const float *restrict a,
+                                                        const float *restrict b, int64_t n) {
+    float w[SLERP_SPAN];
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) w[i] = gf_sigmoidf(u[i]);
+    if (du) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) du[i] += g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]);
+    }
+    if (da) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) da[i] += g[i] * w[i];
+    }
+    if (db) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) db[i] += g[i] * (1.0f - w[i]);
+    }
+}
+
 static void sigmoid_lerp_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *u = n->in[0], *a = n->in[1], *b = n->in[2];
-    const float *g = n->out->grad;
-    int64_t N = gf_tensor_numel(a);
-    int gu = gf_needs_grad(u), ga = gf_needs_grad(a), gb = gf_needs_grad(b);
+    int64_t N = gf_tensor_numel(a), nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
+    float *du = gf_needs_grad(u) ? u->grad : NULL, *da = gf_needs_grad(a) ? a->grad : NULL,
+          *db = gf_needs_grad(b) ? b->grad : NULL;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        const float w = gf_sigmoidf(u->data[i]);
-        if (gu) u->grad[i] += g[i] * (a->data[i] - b->data[i]) * w * (1.0f - w);
-        if (ga) a->grad[i] += g[i] * w;
-        if (gb) b->grad[i] += g[i] * (1.0f - w);
+    for (int64_t s = 0; s < nb; s++) {
+        int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
+        sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL,
+                                   n->out->grad + lo, u->data + lo, a->data + lo, b->data + lo, m);
     }
 }
 
@@ -31,12 +64,12 @@ gf_tensor *gf_sigmoid_lerp(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b
     gf_tensor *in[3] = {u, a, b};
     const gf_backend_ops *dev = gf_op_backend("sigmoid_lerp", 3, in);
     if (dev) return dev->sigmoid_lerp(ctx, u, a, b);
-    int64_t N = gf_tensor_numel(a);
+    int64_t N = gf_tensor_numel(a), nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
     gf_tensor *y = gf_tensor_like(ctx, a);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        const float w = gf_sigmoidf(u->data[i]);
-        y->data[i] = w * a->data[i] + (1.0f - w) * b->data[i];
+    for (int64_t s = 0; s < nb; s++) {
+        int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
+        sigmoid_lerp_span(y->data + lo, u->data + lo, a->data + lo, b->data + lo, m);
     }
     gf_tape_record(ctx, &gf_op_sigmoid_lerp, y, 3, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 FILES = ["src/ops/gelu.c", "src/ops/head_ce.c", "src/ops/cross_entropy.c", "src/ops/attention.c",
-         "src/ops/plucker_mix.c", "src/ops/plucker_window.c", "src/ops/layernorm.c", "src/ops/dropout.c", "src/ops/dropout_add_layernorm.c", "src/ops/layernorm_dropout.c", "src/ops/sigmoid_lerp.c", "src/ops/gemm.c",
+         "src/ops/plucker_mix.c", "src/ops/plucker_window.c", "src/ops/layernorm.c", "src/ops/dropout.c", "src/ops/dropout_add_layernorm.c", "src/ops/layernorm_dropout.c", "src/ops/sigmoid.c", "src/ops/sigmoid_lerp.c", "src/ops/gemm.c", "src/ops/op_util.c",
          "src/optim/adamw.c"]
 
 # file:line of loops known to stay scalar, with why (none may be added without a reason)

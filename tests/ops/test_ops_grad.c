@@ -2,6 +2,7 @@
  * plus naive double-precision references for the fused ones (layernorm, cross-entropy). */
 #include "gf_test.h"
 #include "gradcheck.h"
+#include "ops/op_util.h"
 #include "test_only_ops.h"
 #include <string.h>
 
@@ -251,4 +252,48 @@ GF_TEST(grad, composed_graph_shared_weight) {
     for (int i = 0; i < 4; i++) in[3]->data[i] += 1.0f;
     GF_CHECK(gc_check("graph", b_graph, in, 5, NULL, (gc_opts){.h = 3e-3, .atol = 2e-4}) == 0, "graph grads");
     for (int i = 0; i < 5; i++) gc_leaf_free(in[i]);
+}
+
+/* gf_colsum_acc sums each column one row after another in row order (eight rows per pass over
+ * the partials, op_util.c): on one thread dst[c] += x[0, c], += x[1, c], ...; on two, each
+ * thread's rows into a zeroed partial, the partials added to dst in thread order. Bit for bit,
+ * with and without the weights, for row counts around the block of eight. */
+static void colsum_ref(float *dst, const float *x, const float *w, int64_t lo, int64_t hi, int64_t C) {
+    for (int64_t r = lo; r < hi; r++)
+        for (int64_t c = 0; c < C; c++) dst[c] += x[r * C + c] * (w ? w[r * C + c] : 1.0f);
+}
+
+GF_TEST(unit, colsum_adds_rows_in_order) {
+    enum { NMAX = 203, C = 37 };
+    static float x[NMAX * C], w[NMAX * C], got[C], ref[C], part[C];
+    gf_rng r;
+    gf_rng_seed(&r, 91);
+    for (int i = 0; i < NMAX * C; i++) x[i] = (float)gf_rng_normal(&r) * 100.0f, w[i] = (float)gf_rng_normal(&r);
+    int old = gf_threads_get(), bad = 0;
+    const int64_t ns[] = {1, 7, 8, 9, 17, 63, 64, 67, 203};
+    for (int th = 1; th <= 2; th++) {
+        gf_threads_set(th);
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (int useW = 0; useW < 2; useW++) {
+                int64_t N = ns[k];
+                const float *wp = useW ? w : NULL;
+                for (int c = 0; c < C; c++) got[c] = ref[c] = 0.25f * (float)c;
+                gf_ctx ctx;
+                gf_ctx_init(&ctx, 0, NULL);
+                gf_colsum_acc(&ctx, got, x, wp, N, C);
+                gf_ctx_free(&ctx);
+                if (N < 64 || gf_threads_get() == 1) colsum_ref(ref, x, wp, 0, N, C);
+                else
+                    for (int t = 0; t < 2; t++) {
+                        memset(part, 0, sizeof part);
+                        colsum_ref(part, x, wp, N * t / 2, N * (t + 1) / 2, C);
+                        for (int c = 0; c < C; c++) ref[c] += part[c];
+                    }
+                if (memcmp(got, ref, sizeof got) && bad++ < 3)
+                    GF_CHECK(0, "colsum of %lld rows (%d threads, weights %d) is not the in-order sum",
+                             (long long)N, th, useW);
+            }
+    }
+    gf_threads_set(old);
+    GF_CHECK(bad == 0, "%d cases differ", bad);
 }

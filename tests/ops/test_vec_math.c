@@ -2,7 +2,8 @@
  * cross-entropy): their selects are bit masks so that GCC vectorises the loops around them
  * (a `?:` kept them scalar under -ftrapping-math); these check that they are the same function,
  * bit for bit, as the branching definitions they replaced, called one by one and in an
- * `omp simd` loop, and that gf_expf stays within 2 ulp of libm. */
+ * `omp simd` loop, and that gf_expf stays within 2 ulp of libm; and that gf_expf_neg and
+ * gf_sigmoidf give libm's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -111,4 +112,63 @@ GF_TEST(unit, vec_expf_within_2_ulp_of_libm) {
     GF_CHECK(gf_expf(-87.31f) == 0.0f && !signbit(gf_expf(-INFINITY)) && gf_expf(-INFINITY) == 0.0f, "below -87.3");
     GF_CHECK(isnan(gf_expf(NAN)) && isnan(gf_normal_cdf(NAN)), "NaN propagates");
     GF_CHECK(gf_normal_cdf(-INFINITY) == 0.0f && gf_normal_cdf(INFINITY) == 1.0f, "tails");
+}
+
+/* σ over libm's expf, as gf_sigmoidf was before gf_expf_neg (and as the CUDA emulator's cu_sigmoid is) */
+static float def_sigmoidf(float v) {
+    if (v >= 0) return 1.0f / (1.0f + expf(-v));
+    float e = expf(v);
+    return e / (1.0f + e);
+}
+
+/* gf_expf_neg is glibc's expf as compiled for FMA: bit for bit where that is the libm (glibc
+ * 2.28 on, a CPU with FMA), else within 1 ulp; so is gf_sigmoidf against the libm formula */
+GF_TEST(unit, expf_neg_is_libm) {
+    int n = vm_inputs();
+    static float vm_s[VM_N];
+    GF_REQUIRE(n <= VM_N, "%d inputs", n);
+#pragma omp simd
+    for (int i = 0; i < n; i++) vm_e[i] = gf_expf_neg(-__builtin_fabsf(vm_x[i]));
+#pragma omp simd
+    for (int i = 0; i < n; i++) vm_s[i] = gf_sigmoidf(vm_x[i]);
+    int exact = 0;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 28) && defined(__x86_64__)
+    exact = __builtin_cpu_supports("fma") != 0;
+#endif
+    int bad_e = 0, bad_s = 0;
+    for (int i = 0; i < n; i++) {
+        float x = -fabsf(vm_x[i]), e = expf(x), s = def_sigmoidf(vm_x[i]);
+        int de = abs((int)(bits(vm_e[i]) - bits(e))), ds = abs((int)(bits(vm_s[i]) - bits(s)));
+        int ok_e = isnan(e) ? isnan(vm_e[i]) && isnan(gf_expf_neg(x)) : de <= !exact && same(gf_expf_neg(x), vm_e[i]);
+        int ok_s = isnan(s) ? isnan(vm_s[i]) && isnan(gf_sigmoidf(vm_x[i]))
+                            : ds <= !exact && same(gf_sigmoidf(vm_x[i]), vm_s[i]);
+        if (!ok_e && bad_e++ < 3) GF_CHECK(0, "gf_expf_neg(%a) = %a, expf %a", x, vm_e[i], e);
+        if (!ok_s && bad_s++ < 3) GF_CHECK(0, "gf_sigmoidf(%a) = %a, libm's formula %a", vm_x[i], vm_s[i], s);
+    }
+    GF_CHECK(bad_e == 0 && bad_s == 0, "%d exp and %d sigmoid values differ of %d (exact: %d)", bad_e, bad_s, n, exact);
+    /* densely where e^x is neither 1 nor 0: every 61st float of [-104, 0], both signs of σ (tools
+     * can check all 2^32 inputs; this catches an FMA or constant that moves a last bit) */
+    int64_t bad_d = 0, nd = 0;
+    for (uint32_t u0 = 0x80000000u; u0 < 0xC2D00000u; u0 += 61u * VM_N) {
+        int m = 0;
+        for (uint32_t u = u0; m < VM_N && u < 0xC2D00000u; u += 61u) vm_x[m++] = of_bits(u);
+#pragma omp simd
+        for (int i = 0; i < m; i++) vm_e[i] = gf_expf_neg(vm_x[i]);
+#pragma omp simd
+        for (int i = 0; i < m; i++) vm_s[i] = gf_sigmoidf(-vm_x[i]);
+        for (int i = 0; i < m; i++, nd++) {
+            int de = abs((int)(bits(vm_e[i]) - bits(expf(vm_x[i])))),
+                ds = abs((int)(bits(vm_s[i]) - bits(def_sigmoidf(-vm_x[i]))));
+            if ((de > !exact || ds > !exact) && bad_d++ < 3)
+                GF_CHECK(0, "x = %a: gf_expf_neg %a, expf %a; gf_sigmoidf(-x) %a", vm_x[i], vm_e[i], expf(vm_x[i]),
+                         vm_s[i]);
+        }
+    }
+    GF_CHECK(bad_d == 0, "%lld of %lld dense values differ", (long long)bad_d, (long long)nd);
+    GF_CHECK(gf_expf_neg(-INFINITY) == 0.0f && !signbit(gf_expf_neg(-INFINITY)) && gf_expf_neg(-1e30f) == 0.0f &&
+                 gf_expf_neg(-0.0f) == 1.0f && gf_expf_neg(-103.0f) > 0.0f,
+             "the edges");
+    GF_CHECK(gf_sigmoidf(-INFINITY) == 0.0f && gf_sigmoidf(INFINITY) == 1.0f && gf_sigmoidf(-0.0f) == 0.5f &&
+                 isnan(gf_sigmoidf(NAN)),
+             "sigmoid's edges");
 }

@@ -93,7 +93,9 @@ __device__ static inline double cu_warp_sum(double v) {
 }
 
 /* σ(v) without overflow: exp of a non-positive number only (sigmoid.cu and the fused
- * sigmoid_lerp.cu, so both give the same bits; the CPU's gf_sigmoidf) */
+ * sigmoid_lerp.cu, so both give the same bits). The CPU's gf_sigmoidf is this formula with
+ * libm's expf bit for bit (gf_expf_neg), so the emulator, whose expf is libm's, agrees with it
+ * bitwise; a GPU's expf is CUDA's own (within 2 ulp). */
 __device__ static inline float cu_sigmoid(float v) {
     if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
     const float e = expf(v);
