@@ -44,6 +44,19 @@ __device__ static inline void cu_ln_row_means(float *m1, float *m2, const float 
     *m2 = (float)(cu_warp_sum(s2) / (double)D);
 }
 
+/* the row's dxr = rstd * (dxhat - m1 - xhat * m2) written (fresh) or added, by one warp
+ * (layernorm.cu and layernorm_dropout.cu: the same expression, so the same bits) */
+__device__ static inline void cu_ln_row_dx(float *dr, int fresh, const float *gr, const float *xr, const float *gm,
+                                           float mean, float rstd, int64_t D, int lane) {
+    float m1, m2;
+    cu_ln_row_means(&m1, &m2, gr, xr, gm, mean, rstd, D, lane);
+    for (int64_t c = lane; c < D; c += 32) {
+        float xh = (xr[c] - mean) * rstd;
+        if (fresh) dr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
+        else dr[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
+    }
+}
+
 /* f(r, c) = dy[r, c] * xhat[r, c], for cu_colsum (the gain's gradient) */
 struct ln_dgamma {
     const float *g, *x, *stats;

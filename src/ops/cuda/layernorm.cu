@@ -20,15 +20,7 @@ __global__ static void ln_bwd_x(float *dx, const float *g, const float *x, const
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (r >= N) return;
-    const float *xr = x + r * D, *gr = g + r * D;
-    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-    float m1, m2;
-    cu_ln_row_means(&m1, &m2, gr, xr, gm, mean, rstd, D, lane);
-    float *dr = dx + r * D;
-    for (int64_t c = lane; c < D; c += 32) {
-        float xh = (xr[c] - mean) * rstd;
-        dr[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
-    }
+    cu_ln_row_dx(dx + r * D, 0, g + r * D, x + r * D, gm, stats[2 * r], stats[2 * r + 1], D, lane);
 }
 
 static void layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {

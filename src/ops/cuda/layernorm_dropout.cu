@@ -35,16 +35,7 @@ __global__ static void ld_bwd(float *dx, int dx_fresh, float *dz, const float *d
     float *gr = dz + r * D;
     for (int64_t c = lane; c < D; c += 32) gr[c] = keep[r * D + c] ? __fmul_rn(dy[r * D + c], scale) : 0.0f;
     if (!dx) return;
-    const float *xr = x + r * D;
-    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-    float m1, m2;
-    cu_ln_row_means(&m1, &m2, gr, xr, gm, mean, rstd, D, lane);
-    float *dr = dx + r * D;
-    for (int64_t c = lane; c < D; c += 32) {
-        float xh = (xr[c] - mean) * rstd;
-        if (dx_fresh) dr[c] = rstd * (gr[c] * gm[c] - m1 - xh * m2);
-        else dr[c] += rstd * (gr[c] * gm[c] - m1 - xh * m2);
-    }
+    cu_ln_row_dx(dx + r * D, dx_fresh, gr, x + r * D, gm, stats[2 * r], stats[2 * r + 1], D, lane);
 }
 
 static void layernorm_dropout_backward_cuda(gf_ctx *ctx, gf_node *n) {
