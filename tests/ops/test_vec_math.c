@@ -121,6 +121,13 @@ static float def_sigmoidf(float v) {
     return e / (1.0f + e);
 }
 
+/* |bits(a) - bits(b)| in 64 bits: values of opposite signs (a NaN's bits too) are 2^31 or more
+ * apart, whose negation an int cannot hold */
+static int64_t ulps(float a, float b) {
+    int64_t d = (int64_t)bits(a) - (int64_t)bits(b);
+    return d < 0 ? -d : d;
+}
+
 /* gf_expf_neg is glibc's expf as compiled for FMA: bit for bit where that is the libm (glibc
  * 2.28 on, a CPU with FMA), else within 1 ulp; so is gf_sigmoidf against the libm formula */
 GF_TEST(unit, expf_neg_is_libm) {
@@ -138,7 +145,7 @@ GF_TEST(unit, expf_neg_is_libm) {
     int bad_e = 0, bad_s = 0;
     for (int i = 0; i < n; i++) {
         float x = -fabsf(vm_x[i]), e = expf(x), s = def_sigmoidf(vm_x[i]);
-        int de = abs((int)(bits(vm_e[i]) - bits(e))), ds = abs((int)(bits(vm_s[i]) - bits(s)));
+        int64_t de = ulps(vm_e[i], e), ds = ulps(vm_s[i], s);
         int ok_e = isnan(e) ? isnan(vm_e[i]) && isnan(gf_expf_neg(x)) : de <= !exact && same(gf_expf_neg(x), vm_e[i]);
         int ok_s = isnan(s) ? isnan(vm_s[i]) && isnan(gf_sigmoidf(vm_x[i]))
                             : ds <= !exact && same(gf_sigmoidf(vm_x[i]), vm_s[i]);
@@ -157,8 +164,7 @@ GF_TEST(unit, expf_neg_is_libm) {
 #pragma omp simd
         for (int i = 0; i < m; i++) vm_s[i] = gf_sigmoidf(-vm_x[i]);
         for (int i = 0; i < m; i++, nd++) {
-            int de = abs((int)(bits(vm_e[i]) - bits(expf(vm_x[i])))),
-                ds = abs((int)(bits(vm_s[i]) - bits(def_sigmoidf(-vm_x[i]))));
+            int64_t de = ulps(vm_e[i], expf(vm_x[i])), ds = ulps(vm_s[i], def_sigmoidf(-vm_x[i]));
             if ((de > !exact || ds > !exact) && bad_d++ < 3)
                 GF_CHECK(0, "x = %a: gf_expf_neg %a, expf %a; gf_sigmoidf(-x) %a", vm_x[i], vm_e[i], expf(vm_x[i]),
                          vm_s[i]);
