@@ -60,6 +60,11 @@ int main(int argc, char **argv) {
                gf_gemm_bf16_path());
         return GF_EXIT_OK;
     }
+    const char *gb = getenv("GF_GEMM_BF16"); /* src/ops/gemm.c reads it at each product */
+    if (gb && strcmp(gb, "blas") && strcmp(gb, "dnnl")) {
+        fprintf(stderr, "gflow: environment variable GF_GEMM_BF16 is '%s': blas or dnnl (or unset)\n", gb);
+        return GF_EXIT_USAGE;
+    }
     /* N copies of any other command would each write the same outputs */
     if (gf_dist_launcher_size() > 1 && strcmp(argv[1], "train") && strcmp(argv[1], "bench")) {
         fprintf(stderr, "gflow %s: started by an MPI launcher with %d ranks; only `train` and `bench` run data-parallel. "

@@ -7,7 +7,8 @@
  * kept quiet) into dense copies in their stored layout (A in one reused buffer, kept for the next
  * product of the same A in the same step: pack_a; B in the step arena, once a step: pack_b; a
  * transposed operand is passed by its strides), then
- *   - with oneDNN on a CPU whose bf16 ISA it uses (AMX, AVX512-BF16): a matmul primitive,
+ *   - with oneDNN on a CPU with AMX (AVX512-BF16 alone: with GF_GEMM_BF16=dnnl, as it is slower
+ *     there than OpenBLAS's fp32 products, gf_gemm_bf16_uses_dnnl): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
  *     shape, created once and kept (gf_gemm_bf16_path says which);
  *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
@@ -17,7 +18,8 @@
  * activation): its rounded copy is made once a step (pack_b).
  * gf_gemm_a16 takes an A operand its caller has rounded already (the head's dlogits, rounded
  * once by their row kernel for two products).
- * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons).
+ * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons);
+ * any value but blas and dnnl is refused by gflow's main.
  */
 #include "op_util.h"
 
@@ -126,16 +128,27 @@ static struct {
     int n;
 } dn;
 
+/* what the CPU has, as oneDNN sees it (ONEDNN_MAX_CPU_ISA can hold it lower) */
+static void dnnl_isa(int *has_bf16, int *has_amx) {
+    static int read, bf16, amx; /* oneDNN fixes its ISA at its first use */
+    if (!read) {
+        const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7 in 2.x, 0xfef in 3.x) include its bits */
+        bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+        amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+        read = 1;
+    }
+    *has_bf16 = bf16, *has_amx = amx;
+}
+
 static int dnnl_usable(void) {
-    /* read each call, not once: a test sets GF_GEMM_BF16=blas after other products ran on oneDNN */
-    const char *force = getenv("GF_GEMM_BF16");
-    if (force && !strcmp(force, "blas")) return 0;
+    /* the choice read each call, not once: a test sets GF_GEMM_BF16=blas after other products ran on oneDNN */
+    int has_bf16, has_amx;
+    dnnl_isa(&has_bf16, &has_amx);
+    if (!gf_gemm_bf16_uses_dnnl(has_bf16, has_amx, getenv("GF_GEMM_BF16"))) return 0;
     if (!dn.tried) {
         dn.tried = 1;
-        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-        /* bf16 arithmetic in hardware: AVX512-BF16 (0xe7) and AMX (0x3e7 in 2.x, 0xfef in 3.x) include its bits */
-        if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 &&
-            dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success &&
+        if (dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success &&
             dnnl_stream_create(&dn.strm, dn.eng, dnnl_stream_default_flags) == dnnl_success)
             dn.ok = 1;
     }
@@ -222,21 +235,32 @@ const char *gf_gemm_bf16_path_on(gf_device device) {
     return b ? b->ops->gemm_bf16_path() : "none: gflow was built without this device";
 }
 
+/* oneDNN's bf16 matmul runs the products where it beats OpenBLAS's fp32 ones: with AMX (a bf16
+ * step 1.7-1.9x an fp32 one). With AVX512-BF16 alone a bf16 step ran at 0.79-0.81x an fp32 one
+ * (docs/performance.md, oneDNN held to that ISA on an AMX Xeon), where OpenBLAS on the rounded
+ * inputs costs what fp32 does, so OpenBLAS takes them there. GF_GEMM_BF16=dnnl takes oneDNN
+ * wherever it has bf16 arithmetic (to measure that case), =blas never. */
+int gf_gemm_bf16_uses_dnnl(int has_bf16, int has_amx, const char *force) {
+    if (!has_bf16 || (force && !strcmp(force, "blas"))) return 0;
+    return has_amx || (force && !strcmp(force, "dnnl"));
+}
+
 const char *gf_gemm_bf16_path(void) {
     const char *force = getenv("GF_GEMM_BF16");
     if (force && !strcmp(force, "blas")) return "OpenBLAS on bf16-rounded inputs (GF_GEMM_BF16=blas): no faster than fp32";
 #ifdef GF_HAVE_DNNL
-    static char buf[160];
+    static char buf[200];
+    int has_bf16, has_amx;
+    dnnl_isa(&has_bf16, &has_amx);
     if (dnnl_usable()) {
         const dnnl_version_t *v = dnnl_version();
-        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-        /* without AMX, oneDNN 2.6's bf16 products lost to OpenBLAS's fp32 ones (docs/performance.md) */
         snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
-                 (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx
-                     ? "AMX-BF16"
-                     : "AVX512-BF16 without AMX: slower than fp32 where measured, 0.8x");
+                 has_amx ? "AMX-BF16" : "AVX512-BF16 without AMX (GF_GEMM_BF16=dnnl): slower than fp32 where measured, 0.8x");
         return buf;
     }
+    if (has_bf16)
+        return "OpenBLAS on bf16-rounded inputs (AVX512-BF16 without AMX: oneDNN's bf16 products were slower there, "
+               "0.8x fp32; these cost what fp32 does)";
     return "OpenBLAS on bf16-rounded inputs (this CPU has no bf16 arithmetic that oneDNN uses: no faster than fp32)";
 #else
     return "OpenBLAS on bf16-rounded inputs (built without oneDNN: no faster than fp32)";

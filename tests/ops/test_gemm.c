@@ -113,6 +113,16 @@ GF_TEST(unit, gemm_bf16_blas_fallback_matches_its_definition) {
     unsetenv("GF_GEMM_BF16");
 }
 
+/* who computes the bf16 products: oneDNN with AMX; with AVX512-BF16 alone OpenBLAS, which was
+ * faster there, unless GF_GEMM_BF16=dnnl; never without bf16 arithmetic or with =blas */
+GF_TEST(unit, gemm_bf16_takes_onednn_only_with_amx) {
+    GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 1, NULL), "AMX: oneDNN");
+    GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 0, NULL), "AVX512-BF16 without AMX: OpenBLAS");
+    GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 0, "dnnl"), "AVX512-BF16, GF_GEMM_BF16=dnnl: oneDNN");
+    GF_CHECK(!gf_gemm_bf16_uses_dnnl(0, 0, NULL) && !gf_gemm_bf16_uses_dnnl(0, 0, "dnnl"), "no bf16: OpenBLAS");
+    GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 1, "blas") && !gf_gemm_bf16_uses_dnnl(1, 0, "blas"), "=blas: OpenBLAS");
+}
+
 /* B's rounded copy is made once a step (gf_ctx.bf16_packs) and made again after a reset: a
  * weight that AdamW changed between steps is rounded anew */
 GF_TEST(unit, gemm_bf16_rounds_b_again_after_reset) {

@@ -137,6 +137,23 @@ GF_TEST(unit, rel_cli_bad_inputs_table) {
     GF_CHECK(res.exit_code == 0, "gflow info on the base recipe: %s", res.err);
 }
 
+/* GF_GEMM_BF16 (src/ops/gemm.c) takes blas or dnnl: another value is a usage error naming it,
+ * not a silent default */
+GF_TEST(unit, rel_gemm_bf16_env_checked) {
+    const char *base = rel_base_recipe();
+    const char *args[] = {"info", base, NULL};
+    rel_result res;
+    setenv("GF_GEMM_BF16", "fast", 1);
+    rel_gflow(&res, 0, args);
+    unsetenv("GF_GEMM_BF16");
+    GF_CHECK(res.exit_code == 2, "GF_GEMM_BF16=fast: exit %d, want 2: %s", res.exit_code, res.first);
+    GF_CHECK(strstr(res.first, "GF_GEMM_BF16") && strstr(res.first, "'fast'"), "message: %s", res.first);
+    setenv("GF_GEMM_BF16", "blas", 1);
+    rel_gflow(&res, 0, args);
+    unsetenv("GF_GEMM_BF16");
+    GF_CHECK(res.exit_code == 0, "GF_GEMM_BF16=blas refused: %s", res.err);
+}
+
 /* Issue 20 item 14: every numeric option of every command is parsed whole and range-checked
  * (gf_arg_int / gf_arg_real): a usage error (exit 2) naming the option and the value, before
  * anything runs. Bench cases carry --steps 1 --warmup 0 --peak-n 0 so that a value accepted by
