@@ -11,7 +11,9 @@
  * mask, the output and the gradients equal the CPU's exactly, and both rngs advance alike.
  *
  * The fused ops go through the same harness; the masks dropout_add_layernorm and
- * layernorm_dropout save are checked bit for bit besides.
+ * layernorm_dropout save are checked bit for bit besides, and linear_gelu, dropout_add_layernorm
+ * and layernorm_dropout against their unfused chains on the device, bit for bit, as LayerNorm's
+ * gain and shift summed together against each summed alone.
  *
  * Two chains run the tape's device paths: the Grassmann block's gate
  * (sigmoid_lerp(concat_linear(n, g), n, g) then layernorm_dropout, src/nn/blocks.c) and the NLI head
@@ -22,6 +24,7 @@
  */
 #include "cuda_check.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef GF_HAVE_CUDA
@@ -580,4 +583,150 @@ GF_TEST(cuda, chain_nli_head) {
     GF_CHECK(check_case(&c) == 0, "nli head chain");
     case_free(&c);
 }
+/* ---- fused ops against their unfused chains on the device, bit for bit ----
+ * check_case compares each fused op with the CPU op to 1e-4; these compare it with the chain it
+ * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd, the
+ * LayerNorm gain's and shift's column sums in one pair of launches), exactly. */
+
+/* f on the device from each input's starting gradient (c->cpu[i]->grad), rng 4242 as
+ * check_case's GPU runs; out (nout) and the inputs' gradients downloaded (malloc'd) */
+static void dev_run(op_case *c, gc_build_fn f, const float *r, int64_t nout, float **out, float **grads) {
+    gf_ctx ctx;
+    gf_rng rng;
+    gf_rng_seed(&rng, 4242);
+    gf_ctx_init(&ctx, 0, &rng);
+    ctx.training = c->training;
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0));
+    for (int i = 0; i < c->n_in; i++)
+        GF_REQUIRE_OK(gf_cuda_upload(c->gpu[i]->grad, c->cpu[i]->grad,
+                                     (size_t)gf_tensor_numel(c->gpu[i]) * sizeof(float)));
+    gf_tensor *y = f(&ctx, c->gpu, c->user);
+    GF_REQUIRE(gf_tensor_numel(y) == nout, "%s: %lld elements out", c->what, (long long)gf_tensor_numel(y));
+    gf_tape_backward_from(&ctx, y, r);
+    GF_REQUIRE_OK(gf_cuda_sync());
+    *out = download(y->data, nout);
+    for (int i = 0; i < c->n_in; i++) grads[i] = download(c->gpu[i]->grad, gf_tensor_numel(c->gpu[i]));
+    gf_ctx_free(&ctx);
+}
+
+/* the case's f (fused) and chain give the same output and input gradients (of the inputs that
+ * need one), bit for bit */
+static void same_bits(op_case *c, gc_build_fn chain, int64_t nout) {
+    float *r = malloc((size_t)nout * sizeof(float)), *o[2], *g[2][MAX_IN];
+    gf_rng rr;
+    gf_rng_seed(&rr, 99);
+    for (int64_t j = 0; j < nout; j++) r[j] = (float)gf_rng_normal(&rr);
+    dev_run(c, c->f, r, nout, &o[0], g[0]);
+    dev_run(c, chain, r, nout, &o[1], g[1]);
+    int64_t first;
+    int64_t bad = bits_differ(o[0], o[1], nout, &first);
+    GF_CHECK(bad == 0, "%s: %lld outputs differ from the chain's, first %lld", c->what, (long long)bad,
+             (long long)first);
+    for (int i = 0; i < c->n_in; i++) {
+        bad = (c->gpu[i]->flags & GF_T_REQ_GRAD) ? bits_differ(g[0][i], g[1][i], gf_tensor_numel(c->gpu[i]), &first)
+                                                  : 0;
+        GF_CHECK(bad == 0, "%s: input %d's gradient: %lld elements differ from the chain's, first %lld", c->what, i,
+                 (long long)bad, (long long)first);
+        free(g[0][i]);
+        free(g[1][i]);
+    }
+    free(o[0]);
+    free(o[1]);
+    free(r);
+}
+
+static gf_tensor *b_lgelu_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const lg_user *l = u;
+    return gf_gelu(c, gf_linear(c, l->wrap ? gf_gelu(c, in[0]) : in[0], in[1], l->bias ? in[2] : NULL));
+}
+
+static gf_tensor *b_dal_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->same ? x : d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f);
+}
+
+static gf_tensor *b_ld_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    return gf_dropout(c, gf_layernorm(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f), d->p);
+}
+
+GF_TEST(cuda, fused_equal_their_chains) {
+    /* linear_gelu: one row; more rows than a column-sum chunk; no bias */
+    static const struct { int64_t s[2], out; lg_user u; } lg[] = {
+        {{1, 100}, 37, {1, 0}}, {{700, 64}, 96, {1, 0}}, {{9, 33}, 40, {0, 0}}};
+    for (size_t i = 0; i < sizeof lg / sizeof lg[0]; i++) {
+        op_case c = {.what = "linear_gelu against gelu(linear)", .f = b_lgelu, .user = (void *)&lg[i].u};
+        int64_t sw[2] = {lg[i].out, lg[i].s[1]}, sb[1] = {lg[i].out};
+        add_input(&c, 2, lg[i].s, 600 + 3 * i, 1.0f);
+        add_input(&c, 2, sw, 601 + 3 * i, 0.3f);
+        if (lg[i].u.bias) add_input(&c, 1, sb, 602 + 3 * i, 0.5f);
+        same_bits(&c, b_lgelu_chain, lg[i].s[0] * lg[i].out);
+        case_free(&c);
+    }
+    /* the two LayerNorm fusions over dal_cases' training shapes (the gain and shift each the
+     * sum it would be alone) */
+    for (size_t i = 0; i < 4; i++) {
+        const int32_t nd = dal_cases[i].nd;
+        int64_t D = dal_cases[i].s[nd - 1], n = 1;
+        for (int32_t k = 0; k < nd; k++) n *= dal_cases[i].s[k];
+        op_case c = {.what = "dropout_add_layernorm against layernorm(add(x, dropout(f)))", .f = b_dal,
+                     .user = (void *)&dal_cases[i].u, .training = 1};
+        add_input(&c, nd, dal_cases[i].s, 620 + 4 * i, 2.0f);
+        add_input(&c, nd, dal_cases[i].s, 621 + 4 * i, 2.0f);
+        add_input(&c, 1, &D, 622 + 4 * i, 0.5f);
+        add_input(&c, 1, &D, 623 + 4 * i, 0.5f);
+        same_bits(&c, b_dal_chain, n);
+        case_free(&c);
+        op_case l = {.what = "layernorm_dropout against dropout(layernorm(x))", .f = b_ld,
+                     .user = (void *)&dal_cases[i].u, .training = 1};
+        add_input(&l, nd, dal_cases[i].s, 640 + 3 * i, 2.0f);
+        add_input(&l, 1, &D, 641 + 3 * i, 0.5f);
+        add_input(&l, 1, &D, 642 + 3 * i, 0.5f);
+        same_bits(&l, b_ld_chain, n);
+        case_free(&l);
+    }
+}
+
+/* LayerNorm's gain and shift gradients summed together (one pair of launches) equal each summed
+ * alone (the other input without a gradient), bit for bit */
+static gf_tensor *b_ln(gf_ctx *c, gf_tensor **in, void *u) {
+    (void)u;
+    return gf_layernorm(c, in[0], in[1], in[2], 1e-5f);
+}
+
+GF_TEST(cuda, layernorm_gain_shift_sums_as_alone) {
+    static const int64_t k[][2] = {{1, 100}, {700, 64}, {130, 257}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = "layernorm", .f = b_ln};
+        int64_t D = k[i][1], n = k[i][0] * k[i][1];
+        add_input(&c, 2, k[i], 660 + 3 * i, 2.0f);
+        add_input(&c, 1, &D, 661 + 3 * i, 0.5f);
+        add_input(&c, 1, &D, 662 + 3 * i, 0.5f);
+        float *r = malloc((size_t)n * sizeof(float)), *o, *both[MAX_IN], *alone[MAX_IN];
+        gf_rng rr;
+        gf_rng_seed(&rr, 98);
+        for (int64_t j = 0; j < n; j++) r[j] = (float)gf_rng_normal(&rr);
+        dev_run(&c, b_ln, r, n, &o, both);
+        free(o);
+        for (int p = 1; p <= 2; p++) { /* the gain alone (the shift without a gradient), then the shift alone */
+            c.gpu[3 - p]->flags &= ~GF_T_REQ_GRAD;
+            dev_run(&c, b_ln, r, n, &o, alone);
+            c.gpu[3 - p]->flags |= GF_T_REQ_GRAD;
+            int64_t first, bad = bits_differ(both[p], alone[p], D, &first);
+            GF_CHECK(bad == 0, "case %zu: %s summed with the %s: %lld elements differ from it alone, first %lld", i,
+                     p == 1 ? "gain" : "shift", p == 1 ? "shift" : "gain", (long long)bad, (long long)first);
+            free(o);
+            for (int j = 0; j < 3; j++) free(alone[j]);
+        }
+        for (int j = 0; j < 3; j++) free(both[j]);
+        free(r);
+        case_free(&c);
+    }
+}
+
 #endif

@@ -67,4 +67,32 @@ struct ln_dgamma {
     }
 };
 
+/* (dy * xhat, dy) at (r, c): the gain's and the shift's terms from one read of dy */
+struct ln_dgamma_dbeta {
+    ln_dgamma gm;
+    int64_t bytes(int64_t N, int64_t C) const { return gm.bytes(N, C); }
+    __device__ cu_sums<2> operator()(int64_t r, int64_t c) const {
+        return cu_sums<2>{{gm(r, c), gm.g[r * gm.D + c]}};
+    }
+};
+
+/* LayerNorm's gain and shift gradients from dy (N, D) over the normalised rows of x: both
+ * column sums in one pair of launches where both are wanted (each the bits it has alone).
+ * stores_fresh: the op's (gf_op_def), so that a fresh gain or shift (not a parameter) is stored,
+ * its sum being its whole gradient; the gain's flag is taken first, as a gain that is also the
+ * shift gets two sums, the second added */
+static inline void cu_ln_gain_shift_grads(gf_ctx *ctx, int stores_fresh, gf_tensor *gamma, gf_tensor *beta,
+                                          const float *dy, const float *x, const float *stats, int64_t N, int64_t D) {
+    const ln_dgamma f{dy, x, stats, D};
+    const int need_g = gf_needs_grad(gamma), need_b = gf_needs_grad(beta);
+    const int fresh_g = need_g && stores_fresh && gf_grad_fresh(gamma);
+    const int fresh_b = need_b && stores_fresh && gf_grad_fresh(beta);
+    if (need_g && need_b && gamma != beta) {
+        cu_colsums<2>(ctx, cu_sum_dsts<2>{{gamma->grad, beta->grad}, {fresh_g, fresh_b}}, N, D, ln_dgamma_dbeta{f});
+        return;
+    }
+    if (need_g) cu_colsum(ctx, gamma->grad, N, D, fresh_g, f);
+    if (need_b) cu_colsum(ctx, beta->grad, N, D, fresh_b, cu_rows{dy, D});
+}
+
 #endif

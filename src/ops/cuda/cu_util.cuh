@@ -148,61 +148,100 @@ __device__ static inline bool cu_drop_keeps(const cu_drop &d, uint64_t key, int6
     return gf_rng_hash_uniform(kj, g0 + (uint64_t)e) >= d.p;
 }
 
-/* ---- column sums: dst[c] (= or +=) Σ_r f(r, c), r < N, c < C ----
+/* ---- column sums: dst_k[c] (= or +=) Σ_r f_k(r, c), r < N, c < C, k < K ----
  * The one broadcast-reduction of the CUDA ops (gf_colsum_acc's twin): bias gradients, the
  * broadcast add, LayerNorm's gain and shift. Two stages, both in a fixed order: rows are cut
  * into chunks of CU_COLSUM_ROWS; within a chunk, thread row ty sums rows ty, ty + 8, ... and
  * the 8 partials are added in ty order; then stage 2 adds the chunks' sums in chunk order.
- * f is a functor with `__device__ float operator()(int64_t r, int64_t c) const`; threads of a
- * warp read 32 consecutive columns of a row (coalesced). */
+ * K sums over the same rows (LayerNorm's gain and shift: K = 2) share the two launches and the
+ * reads of f's inputs; each sum's order is the one it has alone, so its bits are too.
+ * f is a functor with `__device__ cu_sums<K> operator()(int64_t r, int64_t c) const` (K = 1: a
+ * float, through cu_one); threads of a warp read 32 consecutive columns of a row (coalesced). */
 #define CU_COLSUM_TY 8
 #define CU_COLSUM_ROWS 64
 
-template <class F>
-__global__ void cu_colsum_part(float *part, int64_t N, int64_t C, int64_t rows, F f) {
-    __shared__ float sh[CU_COLSUM_TY][32];
+template <int K>
+struct cu_sums {
+    float v[K];
+};
+
+/* part (K, chunks, C) */
+template <int K, class F>
+__global__ void cu_colsum_part(float *part, int64_t chunks, int64_t N, int64_t C, int64_t rows, F f) {
+    __shared__ float sh[K][CU_COLSUM_TY][32];
     const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
     const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
-    float s = 0.0f;
+    cu_sums<K> s;
+    for (int k = 0; k < K; k++) s.v[k] = 0.0f;
     if (c < C)
-        for (int64_t r = r0 + threadIdx.y; r < r1; r += CU_COLSUM_TY) s += f(r, c);
-    sh[threadIdx.y][threadIdx.x] = s;
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += CU_COLSUM_TY) {
+            const cu_sums<K> e = f(r, c);
+            for (int k = 0; k < K; k++) s.v[k] += e.v[k];
+        }
+    for (int k = 0; k < K; k++) sh[k][threadIdx.y][threadIdx.x] = s.v[k];
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float t = sh[0][threadIdx.x];
-        for (int k = 1; k < CU_COLSUM_TY; k++) t += sh[k][threadIdx.x];
-        part[(int64_t)blockIdx.y * C + c] = t;
-    }
+    if (threadIdx.y == 0 && c < C)
+        for (int k = 0; k < K; k++) {
+            float t = sh[k][0][threadIdx.x];
+            for (int y = 1; y < CU_COLSUM_TY; y++) t += sh[k][y][threadIdx.x];
+            part[((int64_t)k * chunks + blockIdx.y) * C + c] = t;
+        }
 }
 
-/* dst[c] (= when Store, else +=) the stage-1 sums, added in chunk order */
-template <bool Store>
-__global__ void cu_colsum_final(float *dst, const float *part, int64_t chunks, int64_t C) {
+/* where the K sums go: dst[k] (= when store[k], else +=) */
+template <int K>
+struct cu_sum_dsts {
+    float *dst[K];
+    int store[K];
+};
+
+/* each dst the stage-1 sums, added in chunk order */
+template <int K>
+__global__ void cu_colsum_final(cu_sum_dsts<K> d, const float *part, int64_t chunks, int64_t C) {
     CU_FOR(c, C) {
-        float t = part[c];
-        for (int64_t k = 1; k < chunks; k++) t += part[k * C + c];
-        dst[c] = Store ? t : dst[c] + t;
+        for (int k = 0; k < K; k++) {
+            const float *pk = part + (int64_t)k * chunks * C;
+            float t = pk[c];
+            for (int64_t q = 1; q < chunks; q++) t += pk[q * C + c];
+            d.dst[k][c] = d.store[k] ? t : d.dst[k][c] + t;
+        }
     }
 }
 
-/* f: a functor f(r, c) giving element (r, c), with f.bytes(N, C) what reading N rows of it moves
- * (GF_CUDA_LAUNCHED's figure) */
-template <class F>
-static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, F f) {
+/* f: a functor f(r, c) giving the K elements (r, c), with f.bytes(N, C) what reading N rows of
+ * them moves (GF_CUDA_LAUNCHED's figure) */
+template <int K, class F>
+static void cu_colsums(gf_ctx *ctx, cu_sum_dsts<K> d, int64_t N, int64_t C, F f) {
     int64_t rows = CU_COLSUM_ROWS;
     if ((N + rows - 1) / rows > 65535) rows = (N + 65534) / 65535; /* gridDim.y limit */
     const int64_t chunks = (N + rows - 1) / rows;
     if (chunks == 0) { /* no rows: a sum of nothing (a launch of no blocks is an error) */
-        if (store) GF_CUDA_NOTE(cudaMemsetAsync(dst, 0, (size_t)C * sizeof(float), gf_cuda_stream()));
+        for (int k = 0; k < K; k++)
+            if (d.store[k]) GF_CUDA_NOTE(cudaMemsetAsync(d.dst[k], 0, (size_t)C * sizeof(float), gf_cuda_stream()));
         return;
     }
-    float *part = gf_cuda_floats(ctx, chunks * C); // (chunks, C)
+    float *part = gf_cuda_floats(ctx, K * chunks * C); // (K, chunks, C)
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
-    cu_colsum_part<F><<<grid, block, 0, gf_cuda_stream()>>>(part, N, C, rows, f);
-    GF_CUDA_LAUNCHED("cu_colsum_part", f.bytes(N, C) + 4 * chunks * C);
-    if (store) cu_colsum_final<true><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
-    else cu_colsum_final<false><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(dst, part, chunks, C);
-    GF_CUDA_LAUNCHED("cu_colsum_final", 4 * (chunks * C + (store ? 1 : 2) * C));
+    cu_colsum_part<K, F><<<grid, block, 0, gf_cuda_stream()>>>(part, chunks, N, C, rows, f);
+    GF_CUDA_LAUNCHED("cu_colsum_part", f.bytes(N, C) + 4 * K * chunks * C);
+    cu_colsum_final<K><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(d, part, chunks, C);
+    int64_t out = 0;
+    for (int k = 0; k < K; k++) out += (d.store[k] ? 1 : 2) * C;
+    GF_CUDA_LAUNCHED("cu_colsum_final", 4 * (K * chunks * C + out));
+}
+
+/* a one-element functor as cu_colsums' K = 1 */
+template <class F>
+struct cu_one {
+    F f;
+    int64_t bytes(int64_t N, int64_t C) const { return f.bytes(N, C); }
+    __device__ cu_sums<1> operator()(int64_t r, int64_t c) const { return cu_sums<1>{{f(r, c)}}; }
+};
+
+/* dst[c] (= when store, else +=) Σ_r f(r, c) */
+template <class F>
+static void cu_colsum(gf_ctx *ctx, float *dst, int64_t N, int64_t C, int store, F f) {
+    cu_colsums<1>(ctx, cu_sum_dsts<1>{{dst}, {store}}, N, C, cu_one<F>{f});
 }
 
 /* f(r, c) = g[r * C + c] */

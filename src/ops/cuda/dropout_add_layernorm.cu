@@ -68,8 +68,7 @@ static void dropout_add_layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
         GF_CUDA_LAUNCHED("dal_bwd", 4 * ((2 + wx + wf) * N * D + D + 2 * N) + (n->aux ? N * D : 0));
     }
     /* a fresh gain or shift (not a parameter) is stored, as its sum is the whole gradient */
-    if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, gf_grad_fresh(gamma), ln_dgamma{g, s, stats, D});
-    if (gf_needs_grad(beta)) cu_colsum(ctx, beta->grad, N, D, gf_grad_fresh(beta), cu_rows{g, D});
+    cu_ln_gain_shift_grads(ctx, 1, gamma, beta, g, s, stats, N, D);
 }
 
 static const gf_op_def dropout_add_layernorm_cuda = {"dropout_add_layernorm", GF_FAM_ELEMWISE,

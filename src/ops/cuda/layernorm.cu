@@ -14,7 +14,8 @@ __global__ static void ln_fwd(float *y, float *stats, const float *x, const floa
 
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
  *   dx     += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat))   (ln_bwd_x, warp per row)
- *   dgamma += sum_rows dy ⊙ xhat ;  dbeta += sum_rows dy                  (cu_colsum, fixed order) */
+ *   dgamma += sum_rows dy ⊙ xhat ;  dbeta += sum_rows dy   (cu_ln_gain_shift_grads: both column
+ *   sums in one pair of launches, each in its fixed order) */
 __global__ static void ln_bwd_x(float *dx, const float *g, const float *x, const float *gm, const float *stats,
                                 int64_t N, int64_t D) {
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
@@ -32,8 +33,7 @@ static void layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) {
             x->grad, g, x->data, gamma->data, stats, N, D);
         GF_CUDA_LAUNCHED("ln_bwd_x", 4 * (4 * N * D + D + 2 * N));
     }
-    if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, 0, ln_dgamma{g, x->data, stats, D});
-    if (gf_needs_grad(beta)) cu_colsum(ctx, beta->grad, N, D, 0, cu_rows{g, D});
+    cu_ln_gain_shift_grads(ctx, 0, gamma, beta, g, x->data, stats, N, D);
 }
 
 static const gf_op_def layernorm_cuda = {"layernorm", GF_FAM_ELEMWISE, layernorm_backward_cuda, 0};

@@ -53,8 +53,7 @@ static void layernorm_dropout_backward_cuda(gf_ctx *ctx, gf_node *n) {
         GF_CUDA_LAUNCHED("ld_bwd", 4 * 2 * N * D + N * D + (dx ? 4 * ((dx_fresh ? 3 : 4) * N * D + D + 2 * N) : 0));
     }
     /* a fresh gain or shift (not a parameter) is stored, as its sum is the whole gradient */
-    if (gf_needs_grad(gamma)) cu_colsum(ctx, gamma->grad, N, D, gf_grad_fresh(gamma), ln_dgamma{dz, x->data, stats, D});
-    if (gf_needs_grad(beta)) cu_colsum(ctx, beta->grad, N, D, gf_grad_fresh(beta), cu_rows{dz, D});
+    cu_ln_gain_shift_grads(ctx, 1, gamma, beta, dz, x->data, stats, N, D);
 }
 
 static const gf_op_def layernorm_dropout_cuda = {"layernorm_dropout", GF_FAM_ELEMWISE, layernorm_dropout_backward_cuda,

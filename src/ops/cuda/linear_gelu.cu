@@ -1,16 +1,25 @@
 /* linear_gelu.cu — a linear layer and its GELU in one op on the GPU: h = x W^T + b, y = GELU(h);
- * the CPU op is src/ops/linear_gelu.c. The product is linear.cu's (cu_linear_into: bias_rows,
- * then the GEMM adding to it), GELU cu_gelu and its slope cu_gelu_slope (gelu.cu's), so the bits
- * are the unfused chain's on the same GPU. h (N, OUT) is saved for backward, not a tensor.
+ * the CPU op is src/ops/linear_gelu.c. The product is linear.cu's GEMM (cu_linear_into without
+ * the bias), then linear_gelu_fwd adds the bias and applies GELU (cu_gelu, gelu.cu's) in one
+ * pass: the unfused chain writes the bias first (bias_rows) and the GEMM adds the product to
+ * it, one launch more. Either way the element is one rounding of product + bias, so the bits are
+ * the chain's where the GEMM keeps its sum whole (a GEMM that splits the inner dimension and adds
+ * each part to the output adds the bias at another point). h (N, OUT), the biased
+ * pre-activation, is saved for backward, not a tensor.
  * Backward: the first stage of the bias gradient's column sum (cu_colsum) also stores
  * dh = dy ⊙ GELU'(h), each element written by the thread that adds it, then linear's GEMMs on dh.
- * Kernels (besides cuBLAS's): bias_rows and linear_gelu_fwd forward, the column sum's two
- * backward; the unfused chain launches gelu_bwd besides.
+ * Kernels (besides cuBLAS's): linear_gelu_fwd forward, the column sum's two backward; the
+ * unfused chain launches bias_rows and gelu_bwd besides.
  */
 #include "cu_util.cuh"
 
-__global__ static void linear_gelu_fwd(float *y, const float *h, int64_t n) {
-    CU_FOR(i, n) y[i] = cu_gelu(h[i]);
+/* h += b (b NULL: none), y = GELU(h); h (N, OUT) */
+__global__ static void linear_gelu_fwd(float *y, float *h, const float *b, int64_t n, int64_t OUT) {
+    CU_FOR(i, n) {
+        const float v = b ? h[i] + b[i % OUT] : h[i];
+        if (b) h[i] = v;
+        y[i] = cu_gelu(v);
+    }
 }
 
 /* f(r, c) = dh[r, c] = dy[r, c] * GELU'(h[r, c]), stored as it is summed (cu_colsum visits each
@@ -53,10 +62,12 @@ static const gf_op_def linear_gelu_cuda = {"linear_gelu", GF_FAM_GEMM, linear_ge
 gf_tensor *gf_linear_gelu_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b) {
     int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
     float *h = gf_cuda_floats(ctx, N * OUT); // (N, OUT) the pre-activation, saved
-    cu_linear_into(ctx, x, w, b, h);
+    cu_linear_into(ctx, x, w, NULL, h);
     gf_tensor *y = cu_tensor_like_cols(ctx, x, OUT); // (N, OUT)
-    linear_gelu_fwd<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(y->data, h, N * OUT);
-    GF_CUDA_LAUNCHED("linear_gelu_fwd", 4 * 2 * N * OUT);
+    linear_gelu_fwd<<<cu_blocks(N * OUT, 256), 256, 0, gf_cuda_stream()>>>(y->data, h, b ? b->data : NULL, N * OUT,
+                                                                           OUT);
+    /* h in, y out; with the bias: b in, h out */
+    GF_CUDA_LAUNCHED("linear_gelu_fwd", 4 * (2 * N * OUT + (b ? N * OUT + OUT : 0)));
     gf_tensor *in[3] = {x, w, b};
     gf_node *n = gf_tape_record(ctx, &linear_gelu_cuda, y, 3, in);
     if (n) n->saved = h;

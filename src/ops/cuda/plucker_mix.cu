@@ -9,8 +9,9 @@
  * Forward: pm_fwd gives one block to each (row, position) r = b L + t and one coordinate k to
  * each thread (plucker.cuh): per valid offset the block loads z_{t-δ} into shared memory, forms
  * its pairs, sums |p|² (fixed-order block sum), and adds p̂ into pbar_t held in shared memory;
- * pbar_t is written once, averaged. Then the projection: the bias written on valid rows (0
- * elsewhere) and one GEMM g += pbar W^T (cu_gemm_rm), as linear.cu does.
+ * pbar_t is written once, averaged, and the block writes the projection's bias into g's row
+ * (0 on a row without a valid offset). Then one GEMM g += pbar W^T (cu_gemm_rm), as linear.cu
+ * does: one launch fewer than a kernel of its own for the bias, the same bits.
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW += G^T pbar (one GEMM; pbar is 0 on rows without a valid offset),
@@ -40,9 +41,12 @@ __device__ static inline int pm_count(int64_t t, const int64_t *offs, int64_t NW
     return cnt;
 }
 
-/* grid (B L), block plk_threads(P); shared: a, c (R each), red (32), pb (P), pair table (P) */
-__global__ static void pm_fwd(float *pbar, float *norms, const float *z, const int64_t *offs, int64_t NW, int64_t L,
-                              int R, int P, float eps, int normalize) {
+/* grid (B L), block plk_threads(P); shared: a, c (R each), red (32), pb (P), pair table (P).
+ * Also the projection's bias: g[r, :] = b on a valid row (t >= minoff), 0 elsewhere; the GEMM
+ * adds to it. */
+__global__ static void pm_fwd(float *pbar, float *norms, float *g, const float *b, const float *z, const int64_t *offs,
+                              int64_t NW, int64_t L, int64_t D, int64_t minoff, int R, int P, float eps,
+                              int normalize) {
     extern __shared__ float sh[];
     float *a = sh, *c = a + R, *red = c + R, *pb = red + 32;
     uint32_t *pr = (uint32_t *)(pb + P);
@@ -67,6 +71,7 @@ __global__ static void pm_fwd(float *pbar, float *norms, const float *z, const i
     }
     const float inv = cnt > 1 ? 1.0f / (float)cnt : 1.0f; /* cnt == 0: pb stayed 0 */
     for (int k = tid; k < P; k += T) pbar[r * P + k] = pb[k] * inv;
+    for (int64_t d = tid; d < D; d += T) g[r * D + d] = t >= minoff ? b[d] : 0.0f;
 }
 
 /* One pair's share of dz_t, block-wide. u = current member, v = past member (shared), Gp =
@@ -128,11 +133,6 @@ __global__ static void pm_bwd_z(float *dz, const float *z, const float *dpbar, c
     for (int i = tid; i < R; i += T) dz[r * R + i] += acc[i];
 }
 
-/* g[r, d] = b[d] on valid rows (t = r % L >= minoff), 0 elsewhere */
-__global__ static void pm_bias(float *g, const float *b, int64_t n, int64_t D, int64_t L, int64_t minoff) {
-    CU_FOR(i, n) g[i] = (i / D) % L >= minoff ? b[i % D] : 0.0f;
-}
-
 /* f(r, c) = G[r, c] on valid rows, 0 elsewhere (db) */
 struct pm_valid_rows {
     const float *g;
@@ -177,15 +177,14 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     sv->norms = gf_cuda_floats(ctx, BL * NW);
     sv->offs = (int64_t *)gf_cuda_const(offsets, (size_t)NW * sizeof(int64_t)); /* the layer's: every step's */
     const size_t smem = (size_t)(2 * R + 32 + 2 * P) * sizeof(float); /* pm_fwd's shared layout */
-    cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
-    pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, z->data, sv->offs, NW, L,
-                                                                     (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pm_fwd", 4 * (BL * R + BL * P + BL * NW) + 8 * NW);
-
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
-    pm_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, BL * D, D, L, minoff);
-    GF_CUDA_LAUNCHED("pm_bias", 4 * (BL * D + D));
+    cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
+    pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, g->data, b->data, z->data,
+                                                                     sv->offs, NW, L, D, minoff, (int)R, (int)P, eps,
+                                                                     normalize);
+    /* z in, pbar and norms out, the offsets; the bias in (once, as cached), g out */
+    GF_CUDA_LAUNCHED("pm_fwd", 4 * (BL * R + BL * P + BL * NW + BL * D + D) + 8 * NW);
     cu_gemm_rm(ctx, 0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
 
     gf_tensor *in[3] = {z, w, b};

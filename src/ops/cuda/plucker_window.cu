@@ -13,8 +13,9 @@
  * z_s into shared memory, sums |p|² (fixed-order block sum) and adds p̂ into pbar_t held in
  * shared memory; pbar_t is written once, times 1/|S_t|. The CPU forms each unordered pair once
  * and adds -p̂ to the later token; here every token forms its own pairs (twice the pair work,
- * no two blocks write one row), in the same order s = lo, lo+1, ... Then the bias on rows with
- * partners (0 elsewhere) and H GEMMs g[:, h] += pbar[:, h] W_h^T (cu_gemm_rm with row strides).
+ * no two blocks write one row), in the same order s = lo, lo+1, ... The block also writes the
+ * bias into g's row when t has partners (0 elsewhere): no kernel of its own. Then H GEMMs
+ * g[:, h] += pbar[:, h] W_h^T (cu_gemm_rm with row strides).
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW_h += G[:, h]^T pbar[:, h] (H GEMMs),  db += Σ over rows with partners of G (cu_colsum),
@@ -50,9 +51,11 @@ __device__ static inline void pw_range(int64_t t, int64_t L, int64_t window, int
     *hi = k_hi * stride + window < L ? k_hi * stride + window : L;
 }
 
-/* grid (B L), block plk_threads(P); shared: a, c (R each), red (32), pb (P), pair table (P) */
-__global__ static void pw_fwd(float *pbar, int32_t *cnt_out, const float *z, const float *mask, int64_t L,
-                              int64_t window, int64_t stride, int R, int P, float eps, int normalize) {
+/* grid (B L), block plk_threads(P); shared: a, c (R each), red (32), pb (P), pair table (P).
+ * Also the projection's bias: g[r, :] = b on a row with partners, 0 elsewhere; the GEMMs add to it. */
+__global__ static void pw_fwd(float *pbar, int32_t *cnt_out, float *g, const float *b, const float *z,
+                              const float *mask, int64_t L, int64_t D, int64_t window, int64_t stride, int R, int P,
+                              float eps, int normalize) {
     extern __shared__ float sh[];
     float *a = sh, *c = a + R, *red = c + R, *pb = red + 32;
     uint32_t *pr = (uint32_t *)(pb + P);
@@ -65,6 +68,7 @@ __global__ static void pw_fwd(float *pbar, int32_t *cnt_out, const float *z, con
         for (int64_t s = lo; s < hi; s++) cnt += s != t && pw_real(mask, row + s);
     }
     if (tid == 0) cnt_out[r] = cnt;
+    for (int64_t d = tid; d < D; d += T) g[r * D + d] = cnt > 0 ? b[d] : 0.0f;
     float *pt = pbar + r * P;
     if (cnt == 0) { /* the whole block leaves */
         for (int k = tid; k < P; k += T) pt[k] = 0.0f;
@@ -133,11 +137,6 @@ __global__ static void pw_bwd_z(float *dz, const float *z, const float *dpbar, c
     for (int i = tid; i < R; i += T) dz[r * R + i] += acc[i];
 }
 
-/* g[r, d] = b[d] on rows with partners, 0 elsewhere */
-__global__ static void pw_bias(float *g, const float *b, const int32_t *cnt, int64_t n, int64_t D) {
-    CU_FOR(i, n) g[i] = cnt[i / D] > 0 ? b[i % D] : 0.0f;
-}
-
 /* f(r, c) = G[r, c] on rows with partners, 0 elsewhere (db) */
 struct pw_partnered_rows {
     const float *g;
@@ -184,15 +183,14 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
     sv->cnt = (int32_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)BL * sizeof(int32_t));
     sv->mask = mask ? (float *)cu_stage(ctx, mask, (size_t)BL * sizeof(float)) : NULL;
     const size_t smem = (size_t)(2 * R + 32 + 2 * P) * sizeof(float); /* pw_fwd's shared layout */
-    cu_smem_opt_in((const void *)pw_fwd, smem, "plucker_window (r too large for the fused kernel)");
-    pw_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->cnt, z->data, sv->mask, L, window,
-                                                                     stride, (int)R, (int)P, eps, normalize);
-    GF_CUDA_LAUNCHED("pw_fwd", 4 * (BL * R + BL * P + BL + (sv->mask ? BL : 0)));
-
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
-    pw_bias<<<cu_blocks(BL * D, 256), 256, 0, gf_cuda_stream()>>>(g->data, b->data, sv->cnt, BL * D, D);
-    GF_CUDA_LAUNCHED("pw_bias", 4 * (BL * D + D + BL));
+    cu_smem_opt_in((const void *)pw_fwd, smem, "plucker_window (r too large for the fused kernel)");
+    pw_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->cnt, g->data, b->data, z->data,
+                                                                     sv->mask, L, D, window, stride, (int)R, (int)P,
+                                                                     eps, normalize);
+    /* z in, pbar and the counts out, the mask; the bias in (once, as cached), g out */
+    GF_CUDA_LAUNCHED("pw_fwd", 4 * (BL * R + BL * P + BL + (sv->mask ? BL : 0) + BL * D + D));
     for (int64_t h = 0; h < H; h++)
         cu_gemm_rm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 
