@@ -15,9 +15,11 @@
  * Either way the result depends only on the inputs, the shape and the thread count.
  * In bf16 the B operand must not change until ctx is reset (every op's B is a weight or a saved
  * activation): its rounded copy is made once a step (pack_b).
- * gf_gemm_a16 and gf_gemm_rounded_a take an A operand its caller has rounded already, as bf16
- * bits or as fp32 values (the head's dlogits, rounded once by their row kernel for two products:
- * bits for oneDNN, fp32 values for OpenBLAS, which gf_gemm_bf16_dnnl tells apart).
+ * An A operand its caller has rounded already comes as fp32 values to gf_gemm_rounded_a (read as
+ * they are on OpenBLAS's path) or as bf16 bits to gf_gemm_a16 (oneDNN's operands); a caller asks
+ * gf_gemm_bf16_dnnl which form the path takes.
+ * gf_gemm_a16 takes an A operand its caller has rounded already (the head's dlogits, rounded
+ * once by their row kernel for two products).
  * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons).
  */
 #include "op_util.h"
