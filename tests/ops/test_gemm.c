@@ -173,53 +173,38 @@ GF_TEST(unit, gemm_bf16_rounds_a_again_after_reset) {
     gf_ctx_free(&c2);
 }
 
-/* gf_gemm_a16 (an A operand rounded by its caller) gives gf_gemm's bits for the same values */
-GF_TEST(unit, gemm_a16_is_gf_gemm_on_rounded_a) {
-    enum { M = 40, N = 72, K = 300 };
-    float A[M * K], B[K * N], C0[M * N], C1[M * N];
-    uint16_t A16[M * K];
-    fill(A, M * K, 51), fill(B, K * N, 52);
-    for (int i = 0; i < M * K; i++) A16[i] = gf_bf16_of(A[i]);
+/* An A operand rounded by its caller gives gf_gemm's bits for the same values: as bf16 bits
+ * (gf_gemm_a16, dense) and as fp32 values (gf_gemm_rounded_a, here with a row stride wider than
+ * its columns); A rewritten in place between two products (the head's chunks) gives the new
+ * product, not a kept copy of the old A */
+GF_TEST(unit, gemm_a16_and_rounded_a_are_gf_gemm_on_rounded_a) {
+    enum { M = 40, N = 72, K = 300, LDA = 310 };
+    static float A[M * K], Aw[K * LDA], B[K * N], C0[M * N], C1[M * N], C2[M * N];
+    static uint16_t A16[M * K];
+    fill(A, M * K, 51), fill(B, K * N, 52), fill(Aw, K * LDA, 54);
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
     ctx.precision = GF_PREC_BF16;
-    for (int ta = 0; ta < 2; ta++)
+    for (int ta = 0; ta < 2; ta++) {
+        const int64_t ar = ta ? K : M, ac = ta ? M : K; /* A's stored matrix */
+        for (int64_t i = 0; i < ar * ac; i++) A16[i] = gf_bf16_of(A[i]), Aw[i / ac * LDA + i % ac] = gf_bf16_round(A[i]);
         for (int tb = 0; tb < 2; tb++)
             for (int beta = 0; beta < 2; beta++) {
-                fill(C0, M * N, 53), fill(C1, M * N, 53);
-                gf_gemm(&ctx, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, (float)beta, C0, N);
-                gf_gemm_a16(&ctx, ta, tb, M, N, K, A16, ta ? M : K, B, tb ? K : N, (float)beta, C1, N);
+                fill(C0, M * N, 53), fill(C1, M * N, 53), fill(C2, M * N, 53);
+                gf_gemm(&ctx, ta, tb, M, N, K, A, ac, B, tb ? K : N, (float)beta, C0, N);
+                gf_gemm_a16(&ctx, ta, tb, M, N, K, A16, ac, B, tb ? K : N, (float)beta, C1, N);
+                gf_gemm_rounded_a(&ctx, ta, tb, M, N, K, Aw, LDA, B, tb ? K : N, (float)beta, C2, N);
                 GF_CHECK(memcmp(C0, C1, sizeof C0) == 0, "ta %d tb %d beta %d: gf_gemm_a16 differs from gf_gemm", ta,
                          tb, beta);
-            }
-    gf_ctx_free(&ctx);
-}
-
-/* gf_gemm_rounded_a (an A operand the caller rounded, as fp32 values, row stride wider than its
- * columns) gives gf_gemm's bits for the same values; A rewritten in place between two products
- * (the head's chunks) gives the new product, not a kept copy of the old A */
-GF_TEST(unit, gemm_rounded_a_is_gf_gemm_on_rounded_a) {
-    enum { M = 40, N = 72, K = 300, LDA = 310 };
-    static float A[K * LDA], B[K * N], C0[M * N], C1[M * N];
-    fill(A, K * LDA, 61), fill(B, K * N, 62);
-    for (int i = 0; i < K * LDA; i++) A[i] = gf_bf16_round(A[i]);
-    gf_ctx ctx;
-    gf_ctx_init(&ctx, 0, NULL);
-    ctx.precision = GF_PREC_BF16;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (int beta = 0; beta < 2; beta++) {
-                fill(C0, M * N, 63), fill(C1, M * N, 63);
-                gf_gemm(&ctx, ta, tb, M, N, K, A, LDA, B, tb ? K : N, (float)beta, C0, N);
-                gf_gemm_rounded_a(&ctx, ta, tb, M, N, K, A, LDA, B, tb ? K : N, (float)beta, C1, N);
-                GF_CHECK(memcmp(C0, C1, sizeof C0) == 0, "ta %d tb %d beta %d: gf_gemm_rounded_a differs from gf_gemm",
+                GF_CHECK(memcmp(C0, C2, sizeof C0) == 0, "ta %d tb %d beta %d: gf_gemm_rounded_a differs from gf_gemm",
                          ta, tb, beta);
             }
-    for (int i = 0; i < K * LDA; i++) A[i] = gf_bf16_round(-2.0f * A[i]); /* exact: a power of two */
-    gf_gemm_rounded_a(&ctx, 0, 0, M, N, K, A, LDA, B, N, 0.0f, C1, N);
+    }
+    for (int i = 0; i < K * LDA; i++) Aw[i] = -2.0f * Aw[i]; /* still bf16 values: times a power of two */
+    gf_gemm_rounded_a(&ctx, 1, 0, M, N, K, Aw, LDA, B, N, 0.0f, C2, N);
     gf_ctx_reset(&ctx);
-    gf_gemm(&ctx, 0, 0, M, N, K, A, LDA, B, N, 0.0f, C0, N);
-    GF_CHECK(memcmp(C0, C1, sizeof C0) == 0, "A rewritten in place: gf_gemm_rounded_a used the old A");
+    gf_gemm(&ctx, 1, 0, M, N, K, Aw, LDA, B, N, 0.0f, C0, N);
+    GF_CHECK(memcmp(C0, C2, sizeof C0) == 0, "A rewritten in place: gf_gemm_rounded_a used the old A");
     gf_ctx_free(&ctx);
 }
 
