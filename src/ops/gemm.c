@@ -16,6 +16,9 @@
  * Either way the result depends only on the inputs, the shape and the thread count.
  * In bf16 the B operand must not change until ctx is reset (every op's B is a weight or a saved
  * activation): its rounded copy is made once a step (pack_b).
+ * An A operand its caller has rounded already comes as fp32 values to gf_gemm_rounded_a (read as
+ * they are on OpenBLAS's path) or as bf16 bits to gf_gemm_a16 (oneDNN's operands); a caller asks
+ * gf_gemm_bf16_dnnl which form the path takes.
  * gf_gemm_a16 takes an A operand its caller has rounded already (the head's dlogits, rounded
  * once by their row kernel for two products).
  * GF_GEMM_BF16=blas in the environment takes the second path on any CPU (tests, comparisons);
@@ -267,35 +270,61 @@ const char *gf_gemm_bf16_path(void) {
 #endif
 }
 
-/* the bf16 product: A rounded here (A16 NULL) or by the caller (A16, dense), B this step's copy */
-static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                      const uint16_t *A16, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
-    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+int gf_gemm_bf16_dnnl(int64_t N, int64_t ldc) {
 #ifdef GF_HAVE_DNNL
     /* oneDNN 3.7 writes an (M, 1) output with a row stride > 1 as if dense, past column 0
      * (unit/gemm_bf16_*: N 1, ldc 4); such a matrix-vector product takes OpenBLAS's path */
     const int dnnl_shape_ok = DNNL_VERSION_MAJOR < 3 || N > 1 || ldc == 1;
-    if (dnnl_shape_ok && dnnl_usable()) {
-        const uint16_t *a = A16 ? A16 : pack_a(ctx, A, ar, ac, lda, 0); // (ar, ac) bf16
+    return dnnl_shape_ok && dnnl_usable();
+#else
+    (void)N, (void)ldc;
+    return 0;
+#endif
+}
+
+/* How gemm_bf16 gets A: rounded here (pack_a, kept for the next product of the same A), the
+ * caller's bf16 bits (A16, dense), or the caller's fp32 values that are bf16 already (A_ROUNDED:
+ * not kept, the caller may rewrite them, as the head does chunk by chunk) */
+enum { A_ROUND, A_BITS, A_ROUNDED };
+
+/* the bf16 product: A as `akind` says, B this step's copy */
+static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                      const uint16_t *A16, int akind, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc) {
+    /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+#ifdef GF_HAVE_DNNL
+    if (gf_gemm_bf16_dnnl(N, ldc)) {
+        const uint16_t *a = A16; // (ar, ac) bf16
+        if (akind == A_ROUND) {
+            a = pack_a(ctx, A, ar, ac, lda, 0);
+        } else if (akind == A_ROUNDED) { /* rounding a bf16 value is exact: the caller's bits */
+            uint16_t *w = a_scratch((size_t)(ar * ac) * sizeof(uint16_t));
+            a_held.epoch = 0; /* a_scratch no longer holds a rounded A */
+            pack_bf16(w, A, ar, ac, lda, 0);
+            a = w;
+        }
         const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
         mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
         return;
     }
 #endif
-    const float *a; // (ar, ac) bf16 values
-    if (A16) {
+    const float *a = A; // (ar, ac) bf16 values, row stride la
+    int64_t la = ac;
+    if (akind == A_BITS) {
         float *w = a_scratch((size_t)(M * K) * sizeof(float));
         a_held.epoch = 0; /* a_scratch no longer holds a rounded A */
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < ar * ac; i++) w[i] = gf_bf16_float(A16[i]);
         a = w;
-    } else {
+    } else if (akind == A_ROUND) {
         a = pack_a(ctx, A, ar, ac, lda, 1);
+    } else {
+        la = lda;
     }
     const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
-                gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(ac), b, gf_blas_int(bc), beta, C,
+                gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(la), b, gf_blas_int(bc), beta, C,
                 gf_blas_int(ldc));
 }
 
@@ -309,7 +338,7 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
                     gf_blas_int(ldc));
         return;
     }
-    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, lda, B, ldb, beta, C, ldc);
+    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, beta, C, ldc);
 }
 
 void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
@@ -319,5 +348,14 @@ void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, c
     GF_ASSERT(lda == (ta ? M : K), "gf_gemm_a16: A's row stride %lld is not its column count", (long long)lda);
     GF_ASSERT(K > 0, "gf_gemm_a16: K = 0");
     if (M == 0 || N == 0) return;
-    gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, lda, B, ldb, beta, C, ldc);
+    gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, A_BITS, lda, B, ldb, beta, C, ldc);
+}
+
+void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm_rounded_a: beta %g (0 or 1)", (double)beta);
+    GF_ASSERT(ctx->precision == GF_PREC_BF16, "gf_gemm_rounded_a: a bf16 operand in an fp32 context");
+    GF_ASSERT(K > 0, "gf_gemm_rounded_a: K = 0");
+    if (M == 0 || N == 0) return;
+    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUNDED, lda, B, ldb, beta, C, ldc);
 }

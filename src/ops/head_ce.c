@@ -71,14 +71,21 @@ GF_KERNEL_CLONES static void scale_row(float *restrict l, int64_t V, float sc) {
 }
 
 /* bf16: the row's dlogits rounded as gf_gemm would round scale_row's result (then l[t] -= inv),
- * written once for both backward products; l is left as exp_row made it */
-GF_KERNEL_CLONES static void scale_row_bf16(uint16_t *restrict d, const float *restrict l, int64_t V, float sc,
-                                            int32_t t, float inv) {
-#pragma omp simd
-    for (int64_t j = 0; j < V; j++) d[j] = gf_bf16_of(l[j] * sc);
+ * once for both backward products: as bf16 bits into d for oneDNN (l is left as exp_row made
+ * it), or, d NULL, as fp32 values in place for OpenBLAS (gf_gemm_rounded_a reads them as they are) */
+GF_KERNEL_CLONES static void scale_row_bf16(uint16_t *restrict d, float *restrict l, int64_t V, float sc, int32_t t,
+                                            float inv) {
     float lt = l[t] * sc;
     lt -= inv;
-    d[t] = gf_bf16_of(lt);
+    if (d) {
+#pragma omp simd
+        for (int64_t j = 0; j < V; j++) d[j] = gf_bf16_of(l[j] * sc);
+        d[t] = gf_bf16_of(lt);
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < V; j++) l[j] = gf_bf16_float(gf_bf16_of(l[j] * sc));
+        l[t] = gf_bf16_float(gf_bf16_of(lt));
+    }
 }
 
 gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *targets, int32_t ignore_index,
@@ -110,8 +117,10 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
         Ew = Ep;
     }
     float *buf = gf_arena_floats(&ctx->arena, CH * Vp);                         // (CH, Vp)
-    /* bf16: the dlogits rounded once, by the row kernel, for both backward products */
-    uint16_t *dl16 = grad && bf16 ? gf_arena_alloc(&ctx->arena, (size_t)(CH * Vp) * sizeof(uint16_t)) : NULL;
+    /* bf16: the dlogits rounded once, by the row kernel, for both backward products: into dl16
+     * where the products run on oneDNN, else in place in buf */
+    const int bits = grad && bf16 && gf_gemm_bf16_dnnl(D, D);
+    uint16_t *dl16 = bits ? gf_arena_alloc(&ctx->arena, (size_t)(CH * Vp) * sizeof(uint16_t)) : NULL; // (CH, Vp)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
     float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
     float *dE = grad ? gf_arena_calloc(&ctx->arena, (size_t)(Vp * D) * sizeof(float)) : NULL; // (Vp, D)
@@ -129,7 +138,7 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
             if (t == ignore_index) {
                 nll[c0 + r] = 0.0;
                 if (d) memset(d, 0, (size_t)Vp * sizeof(uint16_t));
-                else if (grad) memset(l, 0, (size_t)V * sizeof(float));
+                else if (grad) memset(l, 0, (size_t)Vp * sizeof(float));
                 continue;
             }
             float lt = l[t], m;
@@ -140,6 +149,9 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
                 if (d) {
                     scale_row_bf16(d, l, V, sc, t, inv);
                     memset(d + V, 0, (size_t)(Vp - V) * sizeof(uint16_t));
+                } else if (bf16) {
+                    scale_row_bf16(NULL, l, V, sc, t, inv);
+                    memset(l + V, 0, (size_t)(Vp - V) * sizeof(float));
                 } else {
                     scale_row(l, V, sc);
                     l[t] -= inv;
@@ -149,6 +161,9 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
         if (dl16) {
             gf_gemm_a16(ctx, 0, 0, n, iD, iV, dl16, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
             gf_gemm_a16(ctx, 1, 0, iV, iD, n, dl16, iV, hc, iD, 1.0f, dE, iD);
+        } else if (grad && bf16) {
+            gf_gemm_rounded_a(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
+            gf_gemm_rounded_a(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);
         } else if (grad) {
             gf_gemm(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
             gf_gemm(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);

@@ -137,6 +137,18 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
 void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The same for an A operand given as fp32 values that are bf16 already (each its own
+ * gf_bf16_round; row stride lda): on OpenBLAS's path the product reads A as it is, with no copy,
+ * and gives gf_gemm's bits for those values; on oneDNN's it takes their bits. A is not kept
+ * between products (it may change between calls). ctx->precision must be GF_PREC_BF16. */
+void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* 1 where gf_gemm's bf16 products with an N-column output of row stride ldc run on oneDNN (their
+ * operands as bf16 bits: gf_gemm_a16 fits them), 0 where on OpenBLAS (fp32 values:
+ * gf_gemm_rounded_a) */
+int gf_gemm_bf16_dnnl(int64_t N, int64_t ldc);
+
 /* fp32 -> bf16 bits, round to nearest even; a NaN stays a (quiet) NaN. Branch-free arithmetic
  * on the bits, so `omp simd` loops around it vectorise. */
 static inline uint16_t gf_bf16_of(float f) {
