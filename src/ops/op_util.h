@@ -183,8 +183,7 @@ static inline int gf_blas_int(int64_t v) {
  *   nothing there: a compare and a blend fewer a lane, and the clamp to -87.3 and the mask at the
  *   end share one compare. For arguments that cannot pass 88: GELU's -v²/2, erfc's q - z²
  *   (q <= 3e-8), a softmax's l - max. */
-static inline float gf_expf_le88(float x) {
-    float xc = x < -87.3f ? -87.3f : x;
+static inline float gf_expf_at(float x, float xc) { /* xc: x clamped to [-87.3, 88] */
     /* round x/ln2 to an integer with the 1.5·2^23 trick: the integer n sits in the low
      * mantissa bits of kf (no float->int conversion, which keeps the loop vectorisable) */
     union { float f; int32_t i; } kf, sc;
@@ -212,7 +211,12 @@ static inline float gf_expf_le88(float x) {
     return out.f;
 }
 
-static inline float gf_expf(float x) { return gf_expf_le88(x > 88.0f ? 88.0f : x); }
+static inline float gf_expf(float x) {
+    float xc = x > 88.0f ? 88.0f : x;
+    return gf_expf_at(x, xc < -87.3f ? -87.3f : xc);
+}
+
+static inline float gf_expf_le88(float x) { return gf_expf_at(x, x < -87.3f ? -87.3f : x); }
 
 /* erfc(z) for z >= 0 (Numerical Recipes' erfcc, Chebyshev fit of t·exp(-z² + poly(t)),
  * t = 1/(1 + z/2)): fractional error < 1.2e-7 for every z >= 0, so the tail stays accurate in
