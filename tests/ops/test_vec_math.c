@@ -2,8 +2,8 @@
  * cross-entropy): their selects are bit masks so that GCC vectorises the loops around them
  * (a `?:` kept them scalar under -ftrapping-math); these check that they are the same function,
  * bit for bit, as the branching definitions they replaced, called one by one and in an
- * `omp simd` loop (gf_expf_le88 too, for x <= 88), and that gf_expf stays within 2 ulp of libm; and that gf_expf_neg and
- * gf_sigmoidf give libm's bits. */
+ * `omp simd` loop (gf_expf_le88 too, for x <= 88), and that gf_expf stays within 2 ulp of libm;
+ * and that gf_expf_neg and gf_sigmoidf give libm's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
