@@ -7,7 +7,7 @@
 /* backward: dx += dy * (Φ(x) + x φ(x)),  φ(x) = exp(-x²/2) / √(2π) */
 /* d/dv [v Φ(v)] = Φ(v) + v φ(v) */
 static inline float gelu_slope(float v) {
-    float pdf = 0.39894228040143268f * gf_expf(-0.5f * v * v);
+    float pdf = 0.39894228040143268f * gf_expf_le88(-0.5f * v * v);
     return gf_normal_cdf(v) + v * pdf;
 }
 

@@ -58,7 +58,7 @@ GF_KERNEL_CLONES static double exp_row(float *restrict l, int64_t V, float *max,
             for (int64_t j = j0; j < j1; j += 16) __builtin_prefetch(next + j, 0, 3); /* a 64-byte line */
         float bs = 0.0f;
 #pragma omp simd reduction(+ : bs)
-        for (int64_t j = j0; j < j1; j++) { l[j] = gf_expf(l[j] - m); bs += l[j]; }
+        for (int64_t j = j0; j < j1; j++) { l[j] = gf_expf_le88(l[j] - m); bs += l[j]; }
         s += (double)bs;
     }
     *max = m;

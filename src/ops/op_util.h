@@ -190,10 +190,14 @@ static inline int gf_blas_int(int64_t v) {
  *   degree-6 polynomial for e^r, then 2^n by exponent arithmetic. Within 2 ulp of libm's expf
  *   on [-87.3, 88]; below -87.3 (where libm goes subnormal) it returns 0, so exp(-inf) = 0
  *   (masked attention scores); above 88 it saturates at e^88 (callers only pass x <= 0 or
- *   small arguments). NaN propagates. */
-static inline float gf_expf(float x) {
-    float xc = x > 88.0f ? 88.0f : x;
-    xc = xc < -87.3f ? -87.3f : xc;
+ *   small arguments). NaN propagates.
+ * gf_expf_le88: gf_expf's bits for x <= 88 (or NaN), without the clamp to 88, which changes
+ *   nothing there: a compare and a blend fewer a lane, and the clamp to -87.3 and the mask at the
+ *   end share one compare. For arguments that cannot pass 88: GELU's -v²/2, erfc's q - z²
+ *   (q <= 3e-8), a softmax's l - max.
+ * gf_expf_at is the body both share; gf_expf clamps inline (as gf_expf_le88 of its clamped
+ *   argument, GCC compiled attention's loops around it worse: 2-3x their samples). */
+static inline float gf_expf_at(float x, float xc) { /* xc: x clamped to [-87.3, 88] */
     /* round x/ln2 to an integer with the 1.5·2^23 trick: the integer n sits in the low
      * mantissa bits of kf (no float->int conversion, which keeps the loop vectorisable) */
     union { float f; int32_t i; } kf, sc;
@@ -221,6 +225,13 @@ static inline float gf_expf(float x) {
     return out.f;
 }
 
+static inline float gf_expf(float x) {
+    float xc = x > 88.0f ? 88.0f : x;
+    return gf_expf_at(x, xc < -87.3f ? -87.3f : xc);
+}
+
+static inline float gf_expf_le88(float x) { return gf_expf_at(x, x < -87.3f ? -87.3f : x); }
+
 /* erfc(z) for z >= 0 (Numerical Recipes' erfcc, Chebyshev fit of t·exp(-z² + poly(t)),
  * t = 1/(1 + z/2)): fractional error < 1.2e-7 for every z >= 0, so the tail stays accurate in
  * relative terms (Φ(x) = erfc(-x/√2)/2 for x < 0), unlike 1 - erf. */
@@ -236,7 +247,7 @@ static inline float gf_erfc_pos(float z) {
     q = __builtin_fmaf(q, t, 0.37409196f);
     q = __builtin_fmaf(q, t, 1.00002368f);
     q = __builtin_fmaf(q, t, -1.26551223f);
-    return t * gf_expf(q - z * z);
+    return t * gf_expf_le88(q - z * z); /* q <= 3e-8 for t in (0, 1] */
 }
 
 /* Φ(x) = P(N(0,1) <= x) = erfc(-x/√2)/2, accurate in relative terms on both tails */

@@ -2,8 +2,8 @@
  * cross-entropy): their selects are bit masks so that GCC vectorises the loops around them
  * (a `?:` kept them scalar under -ftrapping-math); these check that they are the same function,
  * bit for bit, as the branching definitions they replaced, called one by one and in an
- * `omp simd` loop, and that gf_expf stays within 2 ulp of libm; and that gf_expf_neg and
- * gf_sigmoidf give libm's bits. */
+ * `omp simd` loop (gf_expf_le88 too, for x <= 88), and that gf_expf stays within 2 ulp of libm;
+ * and that gf_expf_neg and gf_sigmoidf give libm's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -98,6 +98,35 @@ GF_TEST(unit, vec_math_is_its_branching_definition) {
         }
     }
     GF_CHECK(bad_e == 0 && bad_c == 0, "%d exp and %d cdf values differ of %d", bad_e, bad_c, n);
+}
+
+/* gf_expf_le88 over vm_x[0..n) in an `omp simd` loop, as its callers run it, against gf_expf's
+ * definition: the number that differ */
+static int le88_differ(int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) vm_e[i] = gf_expf_le88(vm_x[i]);
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        if (!same(vm_e[i], def_expf(vm_x[i])) && bad++ < 3)
+            GF_CHECK(0, "gf_expf_le88(%a) = %a, gf_expf %a", vm_x[i], vm_e[i], def_expf(vm_x[i]));
+    return bad;
+}
+
+/* gf_expf_le88 is gf_expf for every x <= 88 and NaN: the inputs above, then every 251st float of
+ * [-inf, -0] and of [+0, 88] */
+GF_TEST(unit, expf_le88_is_expf) {
+    int n = 0, bad = 0;
+    for (int i = 0, m = vm_inputs(); i < m; i++)
+        if (!(vm_x[i] > 88.0f)) vm_x[n++] = vm_x[i];
+    bad += le88_differ(n);
+    int64_t nd = n;
+    const uint32_t span[2][2] = {{0x80000000u, 0xFF800000u}, {0x00000000u, 0x42B00000u}}; /* -0..-inf, +0..88 */
+    for (int s = 0; s < 2; s++)
+        for (uint32_t u = span[s][0]; u <= span[s][1]; nd += n) {
+            for (n = 0; n < VM_N && u <= span[s][1]; u += 251u) vm_x[n++] = of_bits(u);
+            bad += le88_differ(n);
+        }
+    GF_CHECK(bad == 0 && nd > 10000000, "%d of %lld values differ", bad, (long long)nd);
 }
 
 /* within 2 ulp of libm on [-87.3, 88]; 0 below it */
