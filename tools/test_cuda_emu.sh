@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/test_cuda_emu.sh [BUILD_DIR] — suite cuda on gflow's CUDA emulator (a build configured with
-# -Demulate_cuda=true; docs/cuda.md "The emulator"), twice: the threads of each block in index
-# order, then last first (GF_CUDA_EMU_ORDER=reverse), since each order exposes the shared-memory
-# reads without a barrier that the other hides. Prints one summed "N passed, M failed" last;
+# -Demulate_cuda=true; docs/cuda.md "The emulator"), twice: the blocks and the threads of each
+# block in index order, then last first (GF_CUDA_EMU_ORDER=reverse), since each order exposes the
+# shared-memory reads without a barrier that the other hides (and a "last block" taken by index). Prints one summed "N passed, M failed" last;
 # non-zero exit on any failure.   Default BUILD_DIR: build-emu
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -120,6 +120,16 @@ void gf_cuda_capture_resume(void);
  * step allocates nothing. NULL, with the failure noted, when the GPU has no room. */
 void *gf_cuda_scratch(size_t bytes);
 
+/* Counters in device memory for a kernel whose blocks count themselves done with an integer
+ * atomicAdd, so that the last one finishes the work (cu_colsums): at least n of them, 0 at every
+ * kernel's start, since each kernel that counts leaves them at 0 again and the kernels of the one
+ * stream run one after another (a captured graph's too: its nodes are the stream's, in order).
+ * GF_CUDA_COUNTERS are allocated by gf_cuda_init; a larger request gets a larger array (outside
+ * any capture: one that asks is dropped and run again), and the old one is kept, never freed,
+ * for the graphs that hold it. NULL, with the failure noted, when the GPU has no room. */
+#define GF_CUDA_COUNTERS 4096
+unsigned *gf_cuda_counters(size_t n);
+
 /* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
 gf_status gf_cuda_malloc(void **p, size_t bytes);
 void gf_cuda_free(void *p);

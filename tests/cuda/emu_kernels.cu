@@ -41,6 +41,12 @@ __global__ static void ek_read_past(float *out, const float *in, int n) {
     if ((int)threadIdx.x < n) out[threadIdx.x] = in[threadIdx.x + 1];
 }
 
+/* each thread takes a ticket: out[global thread] = atomicAdd(count, 1), its turn among all */
+__global__ static void ek_tickets(unsigned *out, unsigned *count) {
+    out[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(count, 1u);
+    __threadfence();
+}
+
 extern "C" {
 
 cudaError_t gf_ek_neighbour(float *out, const float *in, int n, int sync) {
@@ -67,6 +73,11 @@ cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin) {
 }
 cudaError_t gf_ek_read_past(float *out, const float *in, int n) {
     ek_read_past<<<1, n, 0, gf_cuda_stream()>>>(out, in, n);
+    return cudaGetLastError();
+}
+/* blocks x threads tickets from *count (device memory, or not: the emulator aborts) */
+cudaError_t gf_ek_tickets(unsigned *out, unsigned *count, int blocks, int threads) {
+    ek_tickets<<<blocks, threads, 0, gf_cuda_stream()>>>(out, count);
     return cudaGetLastError();
 }
 /* a launch of 2048 threads per block: over every GPU's limit */

@@ -586,7 +586,7 @@ GF_TEST(cuda, chain_nli_head) {
 /* ---- fused ops against their unfused chains on the device, bit for bit ----
  * check_case compares each fused op with the CPU op to 1e-4; these compare it with the chain it
  * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd, the
- * LayerNorm gain's and shift's column sums in one pair of launches), exactly. */
+ * LayerNorm gain's and shift's column sums in one launch), exactly. */
 
 /* f on the device from each input's starting gradient (c->cpu[i]->grad), rng 4242 as
  * check_case's GPU runs; out (nout) and the inputs' gradients downloaded (malloc'd) */
@@ -692,7 +692,7 @@ GF_TEST(cuda, fused_equal_their_chains) {
     }
 }
 
-/* LayerNorm's gain and shift gradients summed together (one pair of launches) equal each summed
+/* LayerNorm's gain and shift gradients summed together (one launch) equal each summed
  * alone (the other input without a gradient), bit for bit */
 static gf_tensor *b_ln(gf_ctx *c, gf_tensor **in, void *u) {
     (void)u;

@@ -1,7 +1,7 @@
 /* test_cuda_emu.c — suite cuda, emulator builds only (-Demulate_cuda=true): that gflow's CUDA
  * emulator (src/core/cuda/emu, docs/cuda.md "The emulator") finds the faults it is there to find.
  * A passing suite cuda under the emulator is only worth something if a missing barrier, a host
- * pointer handed to a kernel, threads waiting at different barriers, a shuffle in a partial warp,
+ * pointer handed to a kernel or to an atomic, threads waiting at different barriers, a shuffle in a partial warp,
  * launch configurations over a GPU's limits, pinned host memory written while a copy from it
  * is in flight, and (under AddressSanitizer) a read past a buffer of the device step arena do
  * not pass. The kernels are emu_kernels.cu; faults end the process, so
@@ -25,6 +25,7 @@ cudaError_t gf_ek_mixed_barriers(float *out);
 cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin);
 cudaError_t gf_ek_too_many_threads(float *out);
 cudaError_t gf_ek_read_past(float *out, const float *in, int n);
+cudaError_t gf_ek_tickets(unsigned *out, unsigned *count, int blocks, int threads);
 
 /* n floats on the device holding 0, 1, ..., n-1 */
 static float *dev_iota(int n) {
@@ -135,6 +136,39 @@ GF_TEST(cuda, emulator_faults_abort) {
     GF_CHECK(dies_with(partial_warp, NULL, "partial warp"), "a shuffle in a partial warp");
     gf_cuda_free(g_in);
     gf_cuda_free(g_out);
+}
+
+/* atomicAdd on an unsigned: every thread of every block gets its own old value, the count ends at
+ * their number; the blocks run one after another, in index order or (GF_CUDA_EMU_ORDER=reverse)
+ * last first, which the column sums' "last block" (cu_colsums) must not depend on. An atomic on
+ * a misaligned address aborts, as a GPU faults. */
+static void misaligned_atomic(void *u) {
+    unsigned *d = u;
+    gf_ek_tickets(d, (unsigned *)((char *)d + 2), 1, 32);
+}
+
+GF_TEST(cuda, emulator_atomics_and_block_order) {
+    enum { B = 4, T = 64 };
+    unsigned *d = NULL, h[B * T + 1], zero = 0;
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&d, sizeof h));
+    GF_REQUIRE_OK(gf_cuda_upload(d + B * T, &zero, sizeof zero));
+    GF_CHECK(gf_ek_tickets(d, d + B * T, B, T) == cudaSuccess, "launch");
+    GF_REQUIRE_OK(gf_cuda_download(h, d, sizeof h));
+    GF_CHECK(h[B * T] == B * T, "the count: %u (%d)", h[B * T], B * T);
+    const char *o = getenv("GF_CUDA_EMU_ORDER");
+    const int reverse = o && !strcmp(o, "reverse");
+    int seen[B * T] = {0}, in_order = 1;
+    for (int i = 0; i < B * T; i++) {
+        if (h[i] < B * T) seen[h[i]]++;
+        const int b = i / T, first = (reverse ? B - 1 - b : b) * T; /* the block's tickets start here */
+        in_order &= h[i] >= (unsigned)first && h[i] < (unsigned)(first + T);
+    }
+    int once = 1;
+    for (int i = 0; i < B * T; i++) once &= seen[i] == 1;
+    GF_CHECK(once, "every ticket taken once");
+    GF_CHECK(in_order, "the blocks ran %s", reverse ? "last first" : "in index order");
+    GF_CHECK(dies_with(misaligned_atomic, d, "not 4-byte aligned device memory"), "a misaligned atomic");
+    gf_cuda_free(d);
 }
 
 #if defined(__SANITIZE_ADDRESS__)

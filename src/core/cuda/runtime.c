@@ -21,6 +21,8 @@ static struct {
     void *workspace;
     void *scratch;         /* gf_cuda_scratch */
     size_t scratch_bytes;
+    unsigned *counters;    /* gf_cuda_counters: the newest array, all 0 between kernels */
+    size_t n_counters;
     gf_status noted;       /* first failure an op noted, until gf_cuda_sync reports it */
     char noted_msg[1024];
     int capturing;         /* gf_cuda_graph_begin .. gf_cuda_graph_launch */
@@ -291,6 +293,9 @@ static gf_status init_once(void) {
     /* our own workspace, so cuBLAS allocates nothing during a step */
     GF_CUDA_TRY(dev_malloc(&rt.workspace, GF_CUBLAS_WORKSPACE));
     GF_CUBLAS_TRY(gf_cublas.set_workspace(rt.blas, rt.workspace, GF_CUBLAS_WORKSPACE));
+    GF_CUDA_TRY(dev_malloc((void **)&rt.counters, GF_CUDA_COUNTERS * sizeof(unsigned)));
+    GF_CUDA_TRY(cudaMemsetAsync(rt.counters, 0, GF_CUDA_COUNTERS * sizeof(unsigned), rt.stream));
+    rt.n_counters = GF_CUDA_COUNTERS;
     return GF_OK;
 }
 
@@ -363,6 +368,23 @@ void *gf_cuda_scratch(size_t bytes) {
     }
     rt.scratch_bytes = want;
     return rt.scratch;
+}
+
+unsigned *gf_cuda_counters(size_t n) {
+    if (n <= rt.n_counters) return rt.counters;
+    const int captured = rt.capturing; /* a captured step that needs more: dropped, run again */
+    if (captured) gf_cuda_capture_drop();
+    unsigned *c = NULL;
+    cudaError_t e = dev_malloc((void **)&c, n * sizeof *c);
+    if (e == cudaSuccess) e = cudaMemsetAsync(c, 0, n * sizeof *c, rt.stream); /* before any kernel uses them */
+    if (captured) gf_cuda_capture_resume();
+    if (e != cudaSuccess) {
+        gf_cuda_note(e, "cudaMalloc and cudaMemsetAsync(counters)", __FILE__, __LINE__);
+        return NULL;
+    }
+    rt.counters = c; /* the old array stays: a graph may hold it */
+    rt.n_counters = n;
+    return c;
 }
 
 void gf_cuda_free(void *p) {

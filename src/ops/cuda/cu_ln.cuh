@@ -77,7 +77,7 @@ struct ln_dgamma_dbeta {
 };
 
 /* LayerNorm's gain and shift gradients from dy (N, D) over the normalised rows of x: both
- * column sums in one pair of launches where both are wanted (each the bits it has alone).
+ * column sums in one launch where both are wanted (each the bits it has alone).
  * stores_fresh: the op's (gf_op_def), so that a fresh gain or shift (not a parameter) is stored,
  * its sum being its whole gradient; the gain's flag is taken first, as a gain that is also the
  * shift gets two sums, the second added */

@@ -1,8 +1,9 @@
 /* cu_util.cuh — helpers shared by the CUDA op files (internal to src/ops/cuda).
  *
  * Every kernel runs on the process's one stream (gf_cuda_stream), every buffer comes from the
- * device step arena, and every launch is followed by GF_CUDA_LAUNCHED, so a step does no host
- * synchronisation and no allocation. Reductions that decide a value (column sums of bias and
+ * device step arena (the column sums' counters from the runtime, gf_cuda_counters), and every
+ * launch is followed by GF_CUDA_LAUNCHED, so a step does no host synchronisation and no
+ * allocation. Reductions that decide a value (column sums of bias and
  * norm gradients) add in a fixed order that depends only on the shape: a run repeated on the
  * same GPU gives the same bits, and no floating-point atomics are used.
  */
@@ -150,11 +151,14 @@ __device__ static inline bool cu_drop_keeps(const cu_drop &d, uint64_t key, int6
 
 /* ---- column sums: dst_k[c] (= or +=) Σ_r f_k(r, c), r < N, c < C, k < K ----
  * The one broadcast-reduction of the CUDA ops (gf_colsum_acc's twin): bias gradients, the
- * broadcast add, LayerNorm's gain and shift. Two stages, both in a fixed order: rows are cut
- * into chunks of CU_COLSUM_ROWS; within a chunk, thread row ty sums rows ty, ty + 8, ... and
- * the 8 partials are added in ty order; then stage 2 adds the chunks' sums in chunk order.
- * K sums over the same rows (LayerNorm's gain and shift: K = 2) share the two launches and the
- * reads of f's inputs; each sum's order is the one it has alone, so its bits are too.
+ * broadcast add, LayerNorm's gain and shift. One launch, two stages, both in a fixed order: rows
+ * are cut into chunks of CU_COLSUM_ROWS, a block per chunk and 32 columns; within a chunk, thread
+ * row ty sums rows ty, ty + 8, ... and the 8 partials are added in ty order; then the last of a
+ * column strip's blocks to finish adds the chunks' sums in chunk order. Which block finishes last
+ * varies from run to run, the order of the additions does not: the blocks count themselves done
+ * with an integer atomicAdd on the strip's counter (gf_cuda_counters), no floating-point atomics.
+ * K sums over the same rows (LayerNorm's gain and shift: K = 2) share the launch and the reads
+ * of f's inputs; each sum's order is the one it has alone, so its bits are too.
  * f is a functor with `__device__ cu_sums<K> operator()(int64_t r, int64_t c) const` (K = 1: a
  * float, through cu_one); threads of a warp read 32 consecutive columns of a row (coalesced). */
 #define CU_COLSUM_TY 8
@@ -165,11 +169,23 @@ struct cu_sums {
     float v[K];
 };
 
-/* part (K, chunks, C) */
+/* where the K sums go: dst[k] (= when store[k], else +=) */
+template <int K>
+struct cu_sum_dsts {
+    float *dst[K];
+    int store[K];
+};
+
+/* part (K, chunks, C), chunks = gridDim.y: the chunks' sums; done[blockIdx.x]: the blocks of
+ * strip blockIdx.x that have written theirs, 0 at the launch and left at 0 by the last block (a
+ * replayed CUDA graph launches the kernel again). With one chunk its sums are the column sums. */
 template <int K, class F>
-__global__ void cu_colsum_part(float *part, int64_t chunks, int64_t N, int64_t C, int64_t rows, F f) {
+__global__ void cu_colsum_run(cu_sum_dsts<K> d, float *part, unsigned *done, int64_t N, int64_t C, int64_t rows,
+                              F f) {
+    static_assert(K <= CU_COLSUM_TY, "the last block adds sum k on thread row k");
     __shared__ float sh[K][CU_COLSUM_TY][32];
-    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    __shared__ int last;
+    const int64_t chunks = gridDim.y, c = (int64_t)blockIdx.x * 32 + threadIdx.x;
     const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
     cu_sums<K> s;
     for (int k = 0; k < K; k++) s.v[k] = 0.0f;
@@ -184,28 +200,26 @@ __global__ void cu_colsum_part(float *part, int64_t chunks, int64_t N, int64_t C
         for (int k = 0; k < K; k++) {
             float t = sh[k][0][threadIdx.x];
             for (int y = 1; y < CU_COLSUM_TY; y++) t += sh[k][y][threadIdx.x];
-            part[((int64_t)k * chunks + blockIdx.y) * C + c] = t;
+            if (chunks == 1) d.dst[k][c] = d.store[k] ? t : d.dst[k][c] + t;
+            else ((volatile float *)part)[((int64_t)k * chunks + blockIdx.y) * C + c] = t;
         }
-}
-
-/* where the K sums go: dst[k] (= when store[k], else +=) */
-template <int K>
-struct cu_sum_dsts {
-    float *dst[K];
-    int store[K];
-};
-
-/* each dst the stage-1 sums, added in chunk order */
-template <int K>
-__global__ void cu_colsum_final(cu_sum_dsts<K> d, const float *part, int64_t chunks, int64_t C) {
-    CU_FOR(c, C) {
-        for (int k = 0; k < K; k++) {
-            const float *pk = part + (int64_t)k * chunks * C;
-            float t = pk[c];
-            for (int64_t q = 1; q < chunks; q++) t += pk[q * C + c];
-            d.dst[k][c] = d.store[k] ? t : d.dst[k][c] + t;
-        }
+    if (chunks == 1) return;
+    /* the CUDA guide's "last block" sum: each writer's fence orders its partials before the count
+     * that the barrier puts after every writer's; the last block reads them volatile (not L1) */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(&done[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.y < K && c < C) {
+        const int k = threadIdx.y;
+        const volatile float *pk = part + (int64_t)k * chunks * C;
+        float t = pk[c];
+        for (int64_t q = 1; q < chunks; q++) t += pk[q * C + c];
+        d.dst[k][c] = d.store[k] ? t : d.dst[k][c] + t;
     }
+    if (threadIdx.x == 0 && threadIdx.y == 0) done[blockIdx.x] = 0;
 }
 
 /* f: a functor f(r, c) giving the K elements (r, c), with f.bytes(N, C) what reading N rows of
@@ -220,14 +234,18 @@ static void cu_colsums(gf_ctx *ctx, cu_sum_dsts<K> d, int64_t N, int64_t C, F f)
             if (d.store[k]) GF_CUDA_NOTE(cudaMemsetAsync(d.dst[k], 0, (size_t)C * sizeof(float), gf_cuda_stream()));
         return;
     }
-    float *part = gf_cuda_floats(ctx, K * chunks * C); // (K, chunks, C)
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks), block(32, CU_COLSUM_TY);
-    cu_colsum_part<K, F><<<grid, block, 0, gf_cuda_stream()>>>(part, chunks, N, C, rows, f);
-    GF_CUDA_LAUNCHED("cu_colsum_part", f.bytes(N, C) + 4 * K * chunks * C);
-    cu_colsum_final<K><<<cu_blocks(C, 256), 256, 0, gf_cuda_stream()>>>(d, part, chunks, C);
+    float *part = NULL;
+    unsigned *done = NULL;
+    if (chunks > 1) {
+        part = gf_cuda_floats(ctx, K * chunks * C); // (K, chunks, C)
+        done = gf_cuda_counters(grid.x);
+        if (!done) return; /* noted */
+    }
+    cu_colsum_run<K, F><<<grid, block, 0, gf_cuda_stream()>>>(d, part, done, N, C, rows, f);
     int64_t out = 0;
     for (int k = 0; k < K; k++) out += (d.store[k] ? 1 : 2) * C;
-    GF_CUDA_LAUNCHED("cu_colsum_final", 4 * (K * chunks * C + out));
+    GF_CUDA_LAUNCHED("cu_colsum_run", f.bytes(N, C) + 4 * ((chunks > 1 ? 2 * K * chunks * C : 0) + out));
 }
 
 /* a one-element functor as cu_colsums' K = 1 */

@@ -15,7 +15,7 @@ __global__ static void ln_fwd(float *y, float *stats, const float *x, const floa
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
  *   dx     += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat))   (ln_bwd_x, warp per row)
  *   dgamma += sum_rows dy ⊙ xhat ;  dbeta += sum_rows dy   (cu_ln_gain_shift_grads: both column
- *   sums in one pair of launches, each in its fixed order) */
+ *   sums in one launch, each in its fixed order) */
 __global__ static void ln_bwd_x(float *dx, const float *g, const float *x, const float *gm, const float *stats,
                                 int64_t N, int64_t D) {
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;

@@ -10,7 +10,9 @@
  * function's limit, threads that wait at different barriers, shuffles in a partial warp. Shared
  * and fresh device memory start as NaN bytes (0xff), not zero. Within a barrier phase the threads
  * of a block run one after another (GF_CUDA_EMU_ORDER=reverse: last first), so a read of shared
- * memory another thread writes without a barrier between sees the NaN or the old value. */
+ * memory another thread writes without a barrier between sees the NaN or the old value. Blocks
+ * run one after another, in index order or (reverse) last first, so a kernel that takes the
+ * highest block for the last to finish (instead of counting, atomicAdd) fails in one of them. */
 #ifndef GF_CUDA_EMU_H
 #define GF_CUDA_EMU_H
 
@@ -49,6 +51,8 @@ void gf_emu_syncthreads(void);
 /* lane's value of v for this shuffle; all 32 lanes of the warp take part (a full mask) */
 uint64_t gf_emu_shfl_xor(unsigned mask, uint64_t v, int lane_mask);
 void *gf_emu_dyn_smem(void);
+/* an atomic's address must be device memory, aligned to its size (else abort) */
+void gf_emu_check_atomic(const void *p, size_t bytes);
 }
 
 static inline void __syncthreads(void) { gf_emu_syncthreads(); }
@@ -67,6 +71,17 @@ static inline double __shfl_xor_sync(unsigned mask, double v, int m) {
     return v;
 }
 static inline int __shfl_xor_sync(unsigned mask, int v, int m) { return (int)gf_emu_shfl_xor(mask, (uint32_t)v, m); }
+
+/* Integer atomics and the device-wide fence, as a GPU has them: the read-modify-write is one
+ * atomic operation and the fence orders a thread's memory accesses before it against those
+ * after it, for every thread of the device. The emulator runs one thread at a time (blocks one
+ * after another, a block's threads switching only at barriers), so these hold by construction;
+ * the host's atomics keep them true for any schedule. */
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+    gf_emu_check_atomic(p, sizeof *p);
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 /* IEEE round-to-nearest arithmetic: the emulator compiles with -ffp-contract=off, so these are
  * the plain operators */

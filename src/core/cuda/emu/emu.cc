@@ -10,7 +10,8 @@
  *
  * Device memory is host memory handed out by cudaMalloc and recorded, so that copies, cuBLAS
  * calls and kernel pointer arguments can be checked against it. Every kernel runs to completion
- * at its launch (one stream, in order, so the program cannot tell). Within a block each CUDA
+ * at its launch (one stream, in order, so the program cannot tell), its blocks one after another
+ * (GF_CUDA_EMU_ORDER=reverse: the last first). Within a block each CUDA
  * thread is a fiber with its own stack (gf_emu_switch below); __syncthreads and the warp shuffles switch
  * back to the scheduler, which resumes the threads in index order once every thread that has
  * not exited waits at the same kind of barrier.
@@ -889,6 +890,13 @@ extern "C" uint64_t gf_emu_shfl_xor(unsigned mask, uint64_t v, int lane_mask) {
 
 extern "C" void *gf_emu_dyn_smem(void) { return S.dyn; }
 
+/* lock held (by the launch running the kernel) */
+extern "C" void gf_emu_check_atomic(const void *p, size_t bytes) {
+    if (!is_device(p, bytes) || (uintptr_t)p % bytes)
+        fault("kernel launched at %s:%d: an atomic on %p, which is not %zu-byte aligned device memory", S.c->file,
+              S.c->line, p, bytes);
+}
+
 static void init_fibers(void) {
     if (S.f) return;
     S.page = 4096;
@@ -1021,15 +1029,15 @@ extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, g
     gridDim = gr;
     blockDim = bl;
     const size_t shared = __start_gf_emu_shared ? (size_t)(__stop_gf_emu_shared - __start_gf_emu_shared) : 0;
-    for (unsigned z = 0; z < gr.z; z++)
-        for (unsigned y = 0; y < gr.y; y++)
-            for (unsigned x = 0; x < gr.x; x++) {
-                blockIdx.x = x;
-                blockIdx.y = y;
-                blockIdx.z = z;
-                if (shared) memset(__start_gf_emu_shared, 0xff, shared); /* shared memory starts undefined */
-                if (c->smem) memset(S.dyn, 0xff, c->smem);
-                run_block();
-            }
+    const uint64_t blocks = (uint64_t)gr.x * gr.y * gr.z;
+    for (uint64_t i = 0; i < blocks; i++) { /* x fastest; GF_CUDA_EMU_ORDER=reverse: the last block first */
+        const uint64_t b = S.reverse ? blocks - 1 - i : i;
+        blockIdx.x = (unsigned)(b % gr.x);
+        blockIdx.y = (unsigned)(b / gr.x % gr.y);
+        blockIdx.z = (unsigned)(b / ((uint64_t)gr.x * gr.y));
+        if (shared) memset(__start_gf_emu_shared, 0xff, shared); /* shared memory starts undefined */
+        if (c->smem) memset(S.dyn, 0xff, c->smem);
+        run_block();
+    }
     return cudaSuccess;
 }
