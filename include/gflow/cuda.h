@@ -133,8 +133,8 @@ unsigned *gf_cuda_counters(size_t n);
 /* Device memory outside the step arena (parameters, test tensors); free(NULL) is a no-op. */
 gf_status gf_cuda_malloc(void **p, size_t bytes);
 void gf_cuda_free(void *p);
-/* Every cudaMalloc and cudaFree of gflow (these two, the scratch, gf_cuda_const, cuBLAS's
- * workspace, the step arena's chunks) is counted: gf_cuda_allocs (gflow/device.h), the calls so
+/* Every cudaMalloc and cudaFree of gflow (these two, the scratch, gf_cuda_const, the counters,
+ * cuBLAS's workspace, the step arena's chunks) is counted: gf_cuda_allocs (gflow/device.h), the calls so
  * far; gf_cuda_mem_held, the bytes held now; gf_cuda_mem_peak, the most held at once since
  * gf_cuda_mem_peak_reset (or the start). The CUDA context's own memory is not among them. */
 size_t gf_cuda_mem_held(void);
