@@ -61,6 +61,11 @@ gf_tensor *gf_linear_gelu(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b)
  * w (OUT, Da + Db) as that chain reads it, bias (OUT) or NULL -> (rows, OUT); a GEMM per input on
  * its column block of w. Not the chain's bits (it sums over Da, then Db, not over Da + Db). */
 gf_tensor *gf_concat_linear(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
+/* Fused gf_sigmoid_lerp(gf_concat_linear(a, b, w, bias), a, b), the Grassmann block's gate
+ * y = σ([a ; b] w^T + bias) ⊙ a + (1 - σ) ⊙ b: a and b (rows, D), w (D, 2D), bias (D) or NULL;
+ * the unfused chain's bits in one op, the pre-activation no tensor, its gradient and the bias's
+ * in one pass. */
+gf_tensor *gf_gated_lerp(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
 /* Fused softmax + cross-entropy. logits (N, V), targets (N) int32; targets equal to
  * ignore_index are skipped. Returns the mean over the counted rows, shape (1);

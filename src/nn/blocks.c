@@ -139,9 +139,9 @@ gf_tensor *gf_grassmann_block(gf_ctx *ctx, const gf_block_cfg *c, const gf_block
     gf_tensor *g = pair_features(ctx, c, b, z, in);       // (B, L, D)
     gf_tensor *mix;
     if (c->gate) {
-        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g: the product over [n ; g] without joining
-         * them (concat_linear), sigmoid and lerp fused */
-        mix = gf_sigmoid_lerp(ctx, gf_concat_linear(ctx, n, g, b->w_gate, b->b_gate), n, g);
+        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g in one op: the product over [n ; g] without
+         * joining them, the bias, sigmoid and lerp fused */
+        mix = gf_gated_lerp(ctx, n, g, b->w_gate, b->b_gate);
     } else {
         mix = gf_lerp(ctx, NULL, n, g, 0.5f);
     }

@@ -17,6 +17,7 @@ const gf_backend_ops gf_backend_ops_cpu = {
     .dropout_add_layernorm = gf_dropout_add_layernorm,
     .linear_gelu = gf_linear_gelu,
     .concat_linear = gf_concat_linear,
+    .gated_lerp = gf_gated_lerp,
     .layernorm_dropout = gf_layernorm_dropout,
     .plucker_mix = gf_plucker_mix,
     .attention = gf_attention,

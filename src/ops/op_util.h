@@ -102,12 +102,26 @@ void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
                          int add, float *y);
 void gf_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G);
 void gf_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G);
+/* concat_linear.c's parts, shared with gated_lerp.c: its shape checks (op names the op), and its
+ * input and weight gradients from G = dL/du (N, OUT) (the bias's is the caller's). */
+void gf_concat_linear_check(const char *op, const gf_tensor *a, const gf_tensor *b, const gf_tensor *w,
+                            const gf_tensor *bias);
+void gf_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G);
 
 /* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
  * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). */
 void gf_gelu_forward_rows(float *y, const float *x, int64_t n);
 void gf_gelu_backward_rows(float *dx, const float *dy, const float *x, int64_t n, int fresh);
 void gf_gelu_backward_span(float *dx, const float *dy, const float *x, int64_t n, int fresh);
+
+/* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
+ * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
+ * buffer), threaded (_rows) or by the calling thread alone (_piece, any n). */
+void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t n);
+void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                   const float *b, int64_t n);
+void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                    const float *b, int64_t n);
 
 /* check that b broadcasts onto a: same shape, or b's shape equals a's trailing dims */
 int gf_broadcastable(const gf_tensor *a, const gf_tensor *b);

@@ -20,6 +20,7 @@ const gf_backend_ops gf_backend_ops_cuda = {
     .dropout_add_layernorm = gf_dropout_add_layernorm_cuda,
     .linear_gelu = gf_linear_gelu_cuda,
     .concat_linear = gf_concat_linear_cuda,
+    .gated_lerp = gf_gated_lerp_cuda,
     .layernorm_dropout = gf_layernorm_dropout_cuda,
     .plucker_mix = gf_plucker_mix_cuda,
     .attention = gf_attention_cuda,
