@@ -48,6 +48,10 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
  * one shape; the unfused chain's bits (the same dropout key and mask) in one op. */
 gf_tensor *gf_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
                                     gf_tensor *beta, float eps);
+/* Fused gf_dropout_add_layernorm(x, gf_linear(h, w, b), p, gamma, beta, eps) (b may be NULL): x
+ * (rows, D), h (rows, IN), w (D, IN); the unfused chain's bits in one op, the branch no tensor. */
+gf_tensor *gf_linear_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *h, gf_tensor *w, gf_tensor *b,
+                                           float p, gf_tensor *gamma, gf_tensor *beta, float eps);
 /* Fused gf_dropout(gf_layernorm(x, gamma, beta, eps), p): the unfused chain's bits (the same
  * dropout key and mask) in one op, LayerNorm's output no tensor; gf_layernorm itself when not
  * training or p == 0. */

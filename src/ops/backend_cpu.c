@@ -18,6 +18,7 @@ const gf_backend_ops gf_backend_ops_cpu = {
     .linear_gelu = gf_linear_gelu,
     .concat_linear = gf_concat_linear,
     .gated_lerp = gf_gated_lerp,
+    .linear_dropout_add_layernorm = gf_linear_dropout_add_layernorm,
     .layernorm_dropout = gf_layernorm_dropout,
     .plucker_mix = gf_plucker_mix,
     .attention = gf_attention,

@@ -366,6 +366,18 @@ typedef struct gf_ln_dx {
 void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, const float *stats, gf_tensor *gamma,
                                 gf_tensor *beta, int64_t N, int64_t D, const gf_ln_dx *o);
 
+/* dropout_add_layernorm.c's parts, shared with linear_dropout_add_layernorm.c: the checks of the
+ * gain, the shift and p (op names the op; the mask is keyed on x's rows, the branch's shape);
+ * y = LN(x + dropout(f, p)) from the branch's floats fd (x's shape), recorded as def's node with
+ * its n_in inputs (s, the stats and the mask saved; NULL where the tape keeps no node); and its
+ * backward, the input gradients where o says (o's mask and scale filled in from the node). */
+void gf_dal_check(const char *op, gf_ctx *ctx, const gf_tensor *x, float p, const gf_tensor *gamma,
+                  const gf_tensor *beta);
+gf_node *gf_dal_forward(gf_ctx *ctx, const gf_op_def *def, gf_tensor *x, const float *fd, float p, gf_tensor *gamma,
+                        gf_tensor *beta, float eps, int n_in, gf_tensor **in, gf_tensor **out);
+void gf_dal_backward(gf_ctx *ctx, const gf_node *n, gf_ln_dx *o, gf_tensor *gamma, gf_tensor *beta, int64_t N,
+                     int64_t D);
+
 /* The mask of inverted dropout on x (R, ...) for p in (0, 1) (dropout.c, which documents the
  * hashing): one key drawn from ctx->rng, keep (uint8, numel(x)) in the step arena, *scale =
  * 1 / (1 - p). The CPU dropout and the fused ops that drop share it, so their masks agree. */

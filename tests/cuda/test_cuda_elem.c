@@ -1,6 +1,6 @@
 /* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
  * masked_mean, pair_match, the fused sigmoid_lerp, dropout_add_layernorm, linear_gelu,
- * concat_linear, gated_lerp and layernorm_dropout) against their CPU
+ * concat_linear, gated_lerp, linear_dropout_add_layernorm and layernorm_dropout) against their CPU
  * ops, forward and backward, through the harness of cuda_check.h (normwise relative error
  * <= 1e-4, the same bits on a second GPU run, input gradients that start non-zero). Shapes are
  * awkward: one row, D = 100, widths that are not multiples of 32, more elements than one block,
@@ -12,7 +12,7 @@
  *
  * The fused ops go through the same harness; the masks dropout_add_layernorm and
  * layernorm_dropout save are checked bit for bit besides, and linear_gelu, gated_lerp,
- * dropout_add_layernorm and layernorm_dropout against their unfused chains on the device, bit for bit, as LayerNorm's
+ * dropout_add_layernorm, linear_dropout_add_layernorm and layernorm_dropout against their unfused chains on the device, bit for bit, as LayerNorm's
  * gain and shift summed together against each summed alone.
  *
  * Two chains run the tape's device paths: the Grassmann block's gate
@@ -340,6 +340,53 @@ GF_TEST(cuda, dropout_add_layernorm) {
     }
 }
 
+/* ---- linear_dropout_add_layernorm = dropout_add_layernorm(x, linear(h, W, b)) ----
+ * in: x, h, the gain, the shift, W, b (dal_user's same: b NULL, five inputs) */
+
+static gf_tensor *b_ldal(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *h = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_linear_dropout_add_layernorm(c, x, h, in[4], d->same ? NULL : in[5], d->p, in[2], in[3], 1e-5f);
+}
+
+/* dal_cases[i]'s x, an h of IN = 40 columns; bias: W's bias, else none */
+static void ldal_inputs(op_case *c, size_t i, uint64_t seed, int bias) {
+    const int32_t nd = dal_cases[i].nd;
+    int64_t sh[3], D = dal_cases[i].s[nd - 1], sw[2] = {D, 40};
+    memcpy(sh, dal_cases[i].s, sizeof sh);
+    sh[nd - 1] = 40;
+    add_input(c, nd, dal_cases[i].s, seed, 2.0f);
+    add_input(c, nd, sh, seed + 1, 1.0f);
+    add_input(c, 1, &D, seed + 2, 0.5f);
+    add_input(c, 1, &D, seed + 3, 0.5f);
+    add_input(c, 2, sw, seed + 4, 0.3f);
+    if (bias) add_input(c, 1, &D, seed + 5, 0.5f);
+}
+
+GF_TEST(cuda, linear_dropout_add_layernorm) {
+    for (size_t i = 0; i < 6; i++) { /* dal_cases but the residual as the branch: with the bias, and without */
+        for (int bias = 1; bias >= 0; bias--) {
+            dal_user u = dal_cases[i].u;
+            u.same = !bias;
+            op_case c = {.what = bias ? "linear_dropout_add_layernorm" : "linear_dropout_add_layernorm(no bias)",
+                         .f = b_ldal, .user = &u, .training = dal_cases[i].training};
+            ldal_inputs(&c, i, 1100 + 10 * i + 6 * (uint64_t)bias, bias);
+            GF_CHECK(check_case(&c) == 0, "%s case %zu", c.what, i);
+            case_free(&c);
+        }
+    }
+    for (int skip = 0; skip < 6; skip++) { /* each input in turn without a gradient */
+        op_case c = {.what = "linear_dropout_add_layernorm(one input without grad)", .f = b_ldal,
+                     .user = (void *)&dal_cases[1].u, .training = 1};
+        ldal_inputs(&c, 1, 1200 + 6 * (uint64_t)skip, 1);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "linear_dropout_add_layernorm, input %d without grad", skip);
+        case_free(&c);
+    }
+}
+
 /* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
 
 typedef struct lg_user {
@@ -627,8 +674,8 @@ GF_TEST(cuda, chain_nli_head) {
 }
 /* ---- fused ops against their unfused chains on the device, bit for bit ----
  * check_case compares each fused op with the CPU op to 1e-4; these compare it with the chain it
- * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd and
- * gate_fwd, sigmoid_lerp_bwd in the gate bias's column sum, the LayerNorm gain's and shift's
+ * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd, dal_fwd
+ * and gate_fwd, sigmoid_lerp_bwd in the gate bias's column sum, the LayerNorm gain's and shift's
  * column sums in one pair of launches), exactly. */
 
 /* f on the device from each input's starting gradient (c->cpu[i]->grad), rng 4242 as
@@ -700,6 +747,14 @@ static gf_tensor *b_dal_chain(gf_ctx *c, gf_tensor **in, void *u) {
     return gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f);
 }
 
+static gf_tensor *b_ldal_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *h = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_dropout_add_layernorm(c, x, gf_linear(c, h, in[4], d->same ? NULL : in[5]), d->p, in[2], in[3], 1e-5f);
+}
+
 static gf_tensor *b_ld_chain(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     c->batch_rows = d->rows;
@@ -748,6 +803,11 @@ GF_TEST(cuda, fused_equal_their_chains) {
         add_input(&c, 1, &D, 623 + 4 * i, 0.5f);
         same_bits(&c, b_dal_chain, n);
         case_free(&c);
+        op_case f = {.what = "linear_dropout_add_layernorm against dropout_add_layernorm(x, linear(h))", .f = b_ldal,
+                     .user = (void *)&dal_cases[i].u, .training = 1};
+        ldal_inputs(&f, i, 1300 + 6 * i, 1);
+        same_bits(&f, b_ldal_chain, n);
+        case_free(&f);
         op_case l = {.what = "layernorm_dropout against dropout(layernorm(x))", .f = b_ld,
                      .user = (void *)&dal_cases[i].u, .training = 1};
         add_input(&l, nd, dal_cases[i].s, 640 + 3 * i, 2.0f);

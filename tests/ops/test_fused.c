@@ -1,5 +1,5 @@
 /* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu, gated_lerp,
- * layernorm_dropout): finite
+ * linear_dropout_add_layernorm, layernorm_dropout): finite
  * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
  * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
 #include "gf_test.h"
@@ -108,7 +108,7 @@ static int64_t differ(const float *a, const float *b, int64_t n) {
 
 static void check_bitwise(const char *what, gc_build_fn fused, gc_build_fn chain, int n, const int32_t *nd,
                           const int64_t (*sh)[3], void *user) {
-    gf_tensor *in[2][4];
+    gf_tensor *in[2][6];
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < n; i++) {
             in[k][i] = gc_leaf(nd[i], sh[i], 900 + (uint64_t)i, i >= 2 ? 0.5f : 1.5f);
@@ -346,4 +346,63 @@ GF_TEST(unit, gated_lerp_is_the_chain) {
     static const int64_t nob[3][3] = {{4, 30, 33}, {4, 30, 33}, {33, 66}};
     const gl_user nb = {.no_bias = 1, .wrap = 1};
     check_bitwise("gated_lerp(no bias)", b_gl, b_gl_chain, 3, nd3, nob, (void *)&nb);
+}
+
+/* ---- linear_dropout_add_layernorm = dropout_add_layernorm(x, linear(h, w, b)) ----
+ * in: x, h, the gain, the shift, w, b (no_bias: five inputs) */
+
+typedef struct ldal_user {
+    dal_user d; /* wrap: x and h out of a gelu */
+    int no_bias;
+} ldal_user;
+
+static gf_tensor *b_ldal(gf_ctx *c, gf_tensor **in, void *uv) {
+    const ldal_user *u = uv;
+    dal_setup(c, &u->d);
+    gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_linear_dropout_add_layernorm(c, x, h, in[4], u->no_bias ? NULL : in[5], u->d.p, in[2], in[3], 1e-5f);
+}
+static gf_tensor *b_ldal_chain(gf_ctx *c, gf_tensor **in, void *uv) {
+    const ldal_user *u = uv;
+    dal_setup(c, &u->d);
+    gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
+    gf_tensor *f = gf_linear(c, h, in[4], u->no_bias ? NULL : in[5]);
+    return gf_dropout_add_layernorm(c, x, f, u->d.p, in[2], in[3], 1e-5f);
+}
+
+GF_TEST(grad, linear_dropout_add_layernorm) {
+    int64_t sx[3] = {2, 3, 6}, sh[3] = {2, 3, 4}, sg[1] = {6}, sw[2] = {6, 4};
+    gf_tensor *in[6] = {gc_leaf(3, sx, 651, 2.0f), gc_leaf(3, sh, 652, 1.0f), gc_leaf(1, sg, 653, 1.0f),
+                        gc_leaf(1, sg, 654, 1.0f), gc_leaf(2, sw, 655, 1.0f), gc_leaf(1, sg, 656, 1.0f)};
+    for (int i = 0; i < 6; i++) in[2]->data[i] += 1.0f;
+    ldal_user drop = {.d = {.p = 0.3f, .training = 1, .seed = 79}}, plain = {.d = {.p = 0.3f, .seed = 79}};
+    ldal_user nob = {.d = {.p = 0.3f, .training = 1, .seed = 79}, .no_bias = 1};
+    GF_CHECK(gc_check("linear_dropout_add_layernorm", b_ldal, in, 6, &drop, (gc_opts){.h = 3e-3}) == 0, "grads, p = 0.3");
+    GF_CHECK(gc_check("linear_dropout_add_layernorm(eval)", b_ldal, in, 6, &plain, (gc_opts){.h = 3e-3}) == 0,
+             "grads, eval");
+    GF_CHECK(gc_check("linear_dropout_add_layernorm(no bias)", b_ldal, in, 5, &nob, (gc_opts){.h = 3e-3}) == 0,
+             "no-bias grads");
+    for (int i = 0; i < 6; i++) gc_leaf_free(in[i]);
+}
+
+/* the output, every gradient and the rng after: the chain's bits, over 36 rows (the bias's column
+ * sum on one thread) and 120 (its per-thread partials), with and without dropout, fresh or not,
+ * copies of batch rows, no bias */
+GF_TEST(unit, linear_dropout_add_layernorm_is_the_chain) {
+    static const int32_t nd[6] = {3, 3, 1, 1, 2, 1};
+    static const int64_t sh[6][3] = {{4, 9, 100}, {4, 9, 40}, {100}, {100}, {100, 40}, {100}};
+    static const int64_t sh2[6][3] = {{6, 20, 33}, {6, 20, 17}, {33}, {33}, {33, 17}, {33}};
+    const ldal_user cases[] = {
+        {.d = {.p = 0.1f, .training = 1, .seed = 25}},
+        {.d = {.p = 0.5f, .training = 1, .wrap = 1, .seed = 26}},
+        {.d = {.p = 0.1f, .training = 0, .seed = 27}},                   /* eval: no mask */
+        {.d = {.p = 0.0f, .training = 1, .wrap = 1, .seed = 28}},        /* p = 0: no mask */
+        {.d = {.p = 0.25f, .training = 1, .rows = 3, .row0 = 2, .seed = 29}}, /* two copies of batch rows 2..4 */
+        {.d = {.p = 0.1f, .training = 1, .wrap = 1, .seed = 30}, .no_bias = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "linear_dropout_add_layernorm case %zu", i);
+        check_bitwise(what, b_ldal, b_ldal_chain, cases[i].no_bias ? 5 : 6, nd, i >= 4 ? sh2 : sh, (void *)&cases[i]);
+    }
 }

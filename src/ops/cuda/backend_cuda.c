@@ -21,6 +21,7 @@ const gf_backend_ops gf_backend_ops_cuda = {
     .linear_gelu = gf_linear_gelu_cuda,
     .concat_linear = gf_concat_linear_cuda,
     .gated_lerp = gf_gated_lerp_cuda,
+    .linear_dropout_add_layernorm = gf_linear_dropout_add_layernorm_cuda,
     .layernorm_dropout = gf_layernorm_dropout_cuda,
     .plucker_mix = gf_plucker_mix_cuda,
     .attention = gf_attention_cuda,
