@@ -48,6 +48,10 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
  * one shape; the unfused chain's bits (the same dropout key and mask) in one op. */
 gf_tensor *gf_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *f, float p, gf_tensor *gamma,
                                     gf_tensor *beta, float eps);
+/* Fused gf_dropout_add_layernorm(x, gf_linear(h, w, b), p, gamma, beta, eps) (b may be NULL): x
+ * (rows, D), h (rows, IN), w (D, IN); the unfused chain's bits in one op, the branch no tensor. */
+gf_tensor *gf_linear_dropout_add_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *h, gf_tensor *w, gf_tensor *b,
+                                           float p, gf_tensor *gamma, gf_tensor *beta, float eps);
 /* Fused gf_dropout(gf_layernorm(x, gamma, beta, eps), p): the unfused chain's bits (the same
  * dropout key and mask) in one op, LayerNorm's output no tensor; gf_layernorm itself when not
  * training or p == 0. */
@@ -61,6 +65,11 @@ gf_tensor *gf_linear_gelu(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b)
  * w (OUT, Da + Db) as that chain reads it, bias (OUT) or NULL -> (rows, OUT); a GEMM per input on
  * its column block of w. Not the chain's bits (it sums over Da, then Db, not over Da + Db). */
 gf_tensor *gf_concat_linear(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
+/* Fused gf_sigmoid_lerp(gf_concat_linear(a, b, w, bias), a, b), the Grassmann block's gate
+ * y = σ([a ; b] w^T + bias) ⊙ a + (1 - σ) ⊙ b: a and b (rows, D), w (D, 2D), bias (D) or NULL;
+ * the unfused chain's bits in one op, the pre-activation no tensor, its gradient and the bias's
+ * in one pass. */
+gf_tensor *gf_gated_lerp(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
 gf_tensor *gf_sigmoid(gf_ctx *ctx, gf_tensor *x);
 /* Fused softmax + cross-entropy. logits (N, V), targets (N) int32; targets equal to
  * ignore_index are skipped. Returns the mean over the counted rows, shape (1);

@@ -101,18 +101,25 @@ static gf_tensor *capture(gf_tensor **slot, gf_tensor *t) {
     return t;
 }
 
-/* The post-LN residual LN(x + dropout(f)) as one fused op; when a probe asks for the branch's
- * output (slot), the unfused chain, where dropout(f) is a tensor (the same values). */
-static gf_tensor *post_ln(gf_ctx *ctx, const gf_block_cfg *c, gf_tensor *x, gf_tensor *f, gf_tensor *w,
-                          gf_tensor *bias, gf_tensor **slot) {
-    if (slot) return gf_layernorm(ctx, gf_add(ctx, x, capture(slot, gf_dropout(ctx, f, c->dropout))), w, bias, c->ln_eps);
-    return gf_dropout_add_layernorm(ctx, x, f, c->dropout, w, bias, c->ln_eps);
+/* The post-LN residual LN(x + dropout(f)) whose branch f = h fw^T + fb is a linear layer, as one
+ * fused op (its bias added where the norm reads f); when a probe asks for the branch's output
+ * (slot), the unfused chain, where dropout(f) is a tensor (the same values). */
+static gf_tensor *post_ln(gf_ctx *ctx, const gf_block_cfg *c, gf_tensor *x, gf_tensor *h, gf_tensor *fw,
+                          gf_tensor *fb, gf_tensor *w, gf_tensor *bias, gf_tensor **slot) {
+    if (slot) {
+        gf_tensor *f = capture(slot, gf_dropout(ctx, gf_linear(ctx, h, fw, fb), c->dropout));
+        return gf_layernorm(ctx, gf_add(ctx, x, f), w, bias, c->ln_eps);
+    }
+    return gf_linear_dropout_add_layernorm(ctx, x, h, fw, fb, c->dropout, w, bias, c->ln_eps);
 }
 
 /* The FFN half shared by both blocks: y is the mixing branch's output, x the block input. */
 static gf_tensor *ffn_half(gf_ctx *ctx, const gf_block_cfg *c, const gf_block *b, gf_tensor *y,
                            gf_tensor **ffn_out) {
-    if (c->kind != GF_BLOCK_PRE_LN) return post_ln(ctx, c, y, gf_ffn(ctx, b, y, 0.0f), b->ln_ffn_w, b->ln_ffn_b, ffn_out);
+    if (c->kind != GF_BLOCK_PRE_LN) {
+        gf_tensor *h = gf_linear_gelu(ctx, y, b->fc1_w, b->fc1_b); /* gf_ffn's fc1, fc2 in the norm's op */
+        return post_ln(ctx, c, y, h, b->fc2_w, b->fc2_b, b->ln_ffn_w, b->ln_ffn_b, ffn_out);
+    }
     return gf_add(ctx, y,
                   capture(ffn_out, gf_ffn(ctx, b, gf_layernorm(ctx, y, b->ln_ffn_w, b->ln_ffn_b, c->ln_eps), c->dropout)));
 }
@@ -139,9 +146,9 @@ gf_tensor *gf_grassmann_block(gf_ctx *ctx, const gf_block_cfg *c, const gf_block
     gf_tensor *g = pair_features(ctx, c, b, z, in);       // (B, L, D)
     gf_tensor *mix;
     if (c->gate) {
-        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g: the product over [n ; g] without joining
-         * them (concat_linear), sigmoid and lerp fused */
-        mix = gf_sigmoid_lerp(ctx, gf_concat_linear(ctx, n, g, b->w_gate, b->b_gate), n, g);
+        /* α = σ(W [n ; g] + b), mix = α n + (1 − α) g in one op: the product over [n ; g] without
+         * joining them, the bias, sigmoid and lerp fused */
+        mix = gf_gated_lerp(ctx, n, g, b->w_gate, b->b_gate);
     } else {
         mix = gf_lerp(ctx, NULL, n, g, 0.5f);
     }
@@ -159,9 +166,13 @@ gf_tensor *gf_transformer_block(gf_ctx *ctx, const gf_block_cfg *c, const gf_blo
     gf_tensor *qkv = gf_linear(ctx, h, b->qkv_w, b->qkv_b); // (B, L, 3D)
     gf_tensor *a = in->cache ? gf_attention_cached(ctx, qkv, c->heads, in->cache->buf, in->cache->cap, in->cache->pos)
                              : gf_attention(ctx, qkv, c->heads, c->causal, in->key_mask);
-    a = gf_linear(ctx, a, b->proj_w, b->proj_b);
-    gf_tensor *x1 = pre ? gf_add(ctx, x, capture(in->mix_out, gf_dropout(ctx, a, c->dropout)))
-                        : post_ln(ctx, c, x, a, b->ln_attn_w, b->ln_attn_b, in->mix_out);
+    gf_tensor *x1;
+    if (pre) {
+        a = gf_linear(ctx, a, b->proj_w, b->proj_b);
+        x1 = gf_add(ctx, x, capture(in->mix_out, gf_dropout(ctx, a, c->dropout)));
+    } else {
+        x1 = post_ln(ctx, c, x, a, b->proj_w, b->proj_b, b->ln_attn_w, b->ln_attn_b, in->mix_out);
+    }
     return ffn_half(ctx, c, b, x1, in->ffn_out);
 }
 

@@ -19,10 +19,8 @@
  *   dW[:, :Da] += G^T · a ;  dW[:, Da:] += G^T · b  (gf_linear_dw_cols; W's fresh flag read once)
  *   dbias += Σ_rows G
  * a and b may be one tensor: its first product stores where fresh, the second adds. */
-static void concat_linear_backward(gf_ctx *ctx, gf_node *n) {
-    gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
-    const float *G = n->out->grad; // (N, OUT)
-    int64_t N = gf_tensor_rows(a), Da = gf_tensor_cols(a), OUT = w->shape[0];
+void gf_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G) {
+    int64_t Da = gf_tensor_cols(a);
     gf_linear_dx_cols(ctx, a, w, 0, G);
     gf_linear_dx_cols(ctx, b, w, Da, G);
     if (gf_needs_grad(w)) {
@@ -30,23 +28,36 @@ static void concat_linear_backward(gf_ctx *ctx, gf_node *n) {
         gf_linear_dw_cols(ctx, a, w, 0, fresh, G);
         gf_linear_dw_cols(ctx, b, w, Da, fresh, G);
     }
+}
+
+static void concat_linear_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
+    const float *G = n->out->grad; // (N, OUT)
+    int64_t N = gf_tensor_rows(a), OUT = w->shape[0];
+    gf_concat_linear_grads(ctx, a, b, w, G);
     if (gf_needs_grad(bias)) {
         if (gf_grad_fresh(bias)) memset(bias->grad, 0, (size_t)OUT * sizeof(float));
         gf_colsum_acc(ctx, bias->grad, G, NULL, N, OUT);
     }
 }
 
+void gf_concat_linear_check(const char *op, const gf_tensor *a, const gf_tensor *b, const gf_tensor *w,
+                            const gf_tensor *bias) {
+    GF_ASSERT(a->ndim == b->ndim, "%s: a has %d dims, b %d", op, a->ndim, b->ndim);
+    for (int32_t i = 0; i < a->ndim - 1; i++)
+        GF_ASSERT(a->shape[i] == b->shape[i], "%s: dim %d differs (%lld vs %lld)", op, i, (long long)a->shape[i],
+                  (long long)b->shape[i]);
+    int64_t Da = gf_tensor_cols(a), Db = gf_tensor_cols(b);
+    GF_ASSERT(w->ndim == 2 && w->shape[1] == Da + Db, "%s: a and b have %lld + %lld columns, weight %s is [%lld, %lld]",
+              op, (long long)Da, (long long)Db, w->name ? w->name : "?", (long long)w->shape[0],
+              (long long)(w->ndim == 2 ? w->shape[1] : 0));
+    GF_ASSERT(!bias || (bias->ndim == 1 && bias->shape[0] == w->shape[0]), "%s: bias shape mismatch", op);
+}
+
 gf_tensor *gf_concat_linear(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias) {
     double t0 = gf_prof_begin(ctx);
-    GF_ASSERT(a->ndim == b->ndim, "concat_linear: a has %d dims, b %d", a->ndim, b->ndim);
-    for (int32_t i = 0; i < a->ndim - 1; i++)
-        GF_ASSERT(a->shape[i] == b->shape[i], "concat_linear: dim %d differs (%lld vs %lld)", i,
-                  (long long)a->shape[i], (long long)b->shape[i]);
-    int64_t Da = gf_tensor_cols(a), Db = gf_tensor_cols(b);
-    GF_ASSERT(w->ndim == 2 && w->shape[1] == Da + Db, "concat_linear: a and b have %lld + %lld columns, weight %s is [%lld, %lld]",
-              (long long)Da, (long long)Db, w->name ? w->name : "?", (long long)w->shape[0],
-              (long long)(w->ndim == 2 ? w->shape[1] : 0));
-    GF_ASSERT(!bias || (bias->ndim == 1 && bias->shape[0] == w->shape[0]), "concat_linear: bias shape mismatch");
+    gf_concat_linear_check("concat_linear", a, b, w, bias);
+    int64_t Da = gf_tensor_cols(a);
     gf_tensor *in[4] = {a, b, w, bias};
     const gf_backend_ops *dev = gf_op_backend("concat_linear", 4, in);
     if (dev) return dev->concat_linear(ctx, a, b, w, bias);

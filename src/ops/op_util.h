@@ -102,12 +102,26 @@ void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
                          int add, float *y);
 void gf_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G);
 void gf_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G);
+/* concat_linear.c's parts, shared with gated_lerp.c: its shape checks (op names the op), and its
+ * input and weight gradients from G = dL/du (N, OUT) (the bias's is the caller's). */
+void gf_concat_linear_check(const char *op, const gf_tensor *a, const gf_tensor *b, const gf_tensor *w,
+                            const gf_tensor *bias);
+void gf_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G);
 
 /* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
  * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). */
 void gf_gelu_forward_rows(float *y, const float *x, int64_t n);
 void gf_gelu_backward_rows(float *dx, const float *dy, const float *x, int64_t n, int fresh);
 void gf_gelu_backward_span(float *dx, const float *dy, const float *x, int64_t n, int fresh);
+
+/* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
+ * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
+ * buffer), threaded (_rows) or by the calling thread alone (_piece, any n). */
+void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t n);
+void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                   const float *b, int64_t n);
+void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                    const float *b, int64_t n);
 
 /* check that b broadcasts onto a: same shape, or b's shape equals a's trailing dims */
 int gf_broadcastable(const gf_tensor *a, const gf_tensor *b);
@@ -351,6 +365,18 @@ typedef struct gf_ln_dx {
  * gradient written as `o` says. */
 void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, const float *stats, gf_tensor *gamma,
                                 gf_tensor *beta, int64_t N, int64_t D, const gf_ln_dx *o);
+
+/* dropout_add_layernorm.c's parts, shared with linear_dropout_add_layernorm.c: the checks of the
+ * gain, the shift and p (op names the op; the mask is keyed on x's rows, the branch's shape);
+ * y = LN(x + dropout(f, p)) from the branch's floats fd (x's shape), recorded as def's node with
+ * its n_in inputs (s, the stats and the mask saved; NULL where the tape keeps no node); and its
+ * backward, the input gradients where o says (o's mask and scale filled in from the node). */
+void gf_dal_check(const char *op, gf_ctx *ctx, const gf_tensor *x, float p, const gf_tensor *gamma,
+                  const gf_tensor *beta);
+gf_node *gf_dal_forward(gf_ctx *ctx, const gf_op_def *def, gf_tensor *x, const float *fd, float p, gf_tensor *gamma,
+                        gf_tensor *beta, float eps, int n_in, gf_tensor **in, gf_tensor **out);
+void gf_dal_backward(gf_ctx *ctx, const gf_node *n, gf_ln_dx *o, gf_tensor *gamma, gf_tensor *beta, int64_t N,
+                     int64_t D);
 
 /* The mask of inverted dropout on x (R, ...) for p in (0, 1) (dropout.c, which documents the
  * hashing): one key drawn from ctx->rng, keep (uint8, numel(x)) in the step arena, *scale =

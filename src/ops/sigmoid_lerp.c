@@ -2,7 +2,8 @@
  *   y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * = gf_lerp(gf_sigmoid(u), a, b, 0), with the same arithmetic in the same order (σ is
  * gf_sigmoidf), so the bits are the unfused chain's. α = σ(u) is neither stored nor saved: the
- * backward recomputes it from u, which the tape keeps anyway.
+ * backward recomputes it from u, which the tape keeps anyway. Its passes are shared with the
+ * gate's gated_lerp.c (gf_sigmoid_lerp_rows, gf_sigmoid_lerp_backward_rows and _piece).
  */
 #include "op_util.h"
 
@@ -44,18 +45,41 @@ GF_KERNEL_CLONES static void sigmoid_lerp_backward_span(float *du, float *da, fl
     }
 }
 
-static void sigmoid_lerp_backward(gf_ctx *ctx, gf_node *n) {
-    (void)ctx;
-    gf_tensor *u = n->in[0], *a = n->in[1], *b = n->in[2];
-    int64_t N = gf_tensor_numel(a), nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
-    float *du = gf_needs_grad(u) ? u->grad : NULL, *da = gf_needs_grad(a) ? a->grad : NULL,
-          *db = gf_needs_grad(b) ? b->grad : NULL;
+void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t N) {
+    int64_t nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < nb; s++) {
         int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
-        sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL,
-                                   n->out->grad + lo, u->data + lo, a->data + lo, b->data + lo, m);
+        sigmoid_lerp_span(y + lo, u + lo, a + lo, b + lo, m);
     }
+}
+
+void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                    const float *b, int64_t N) {
+    for (int64_t lo = 0; lo < N; lo += SLERP_SPAN) {
+        int64_t m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
+        sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL, g + lo, u + lo,
+                                   a + lo, b + lo, m);
+    }
+}
+
+void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u, const float *a,
+                                   const float *b, int64_t N) {
+    int64_t nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < nb; s++) {
+        int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
+        sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL, g + lo, u + lo,
+                                   a + lo, b + lo, m);
+    }
+}
+
+static void sigmoid_lerp_backward(gf_ctx *ctx, gf_node *n) {
+    (void)ctx;
+    gf_tensor *u = n->in[0], *a = n->in[1], *b = n->in[2];
+    gf_sigmoid_lerp_backward_rows(gf_needs_grad(u) ? u->grad : NULL, gf_needs_grad(a) ? a->grad : NULL,
+                                  gf_needs_grad(b) ? b->grad : NULL, n->out->grad, u->data, a->data, b->data,
+                                  gf_tensor_numel(a));
 }
 
 gf_tensor *gf_sigmoid_lerp(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b) {
@@ -64,13 +88,8 @@ gf_tensor *gf_sigmoid_lerp(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b
     gf_tensor *in[3] = {u, a, b};
     const gf_backend_ops *dev = gf_op_backend("sigmoid_lerp", 3, in);
     if (dev) return dev->sigmoid_lerp(ctx, u, a, b);
-    int64_t N = gf_tensor_numel(a), nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
     gf_tensor *y = gf_tensor_like(ctx, a);
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < nb; s++) {
-        int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
-        sigmoid_lerp_span(y->data + lo, u->data + lo, a->data + lo, b->data + lo, m);
-    }
+    gf_sigmoid_lerp_rows(y->data, u->data, a->data, b->data, gf_tensor_numel(a));
     gf_tape_record(ctx, &gf_op_sigmoid_lerp, y, 3, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -1,6 +1,6 @@
 /* test_cuda_elem.c — suite cuda: the small ops' CUDA twins (sigmoid, lerp, concat, dropout,
  * masked_mean, pair_match, the fused sigmoid_lerp, dropout_add_layernorm, linear_gelu,
- * concat_linear and layernorm_dropout) against their CPU
+ * concat_linear, gated_lerp, linear_dropout_add_layernorm and layernorm_dropout) against their CPU
  * ops, forward and backward, through the harness of cuda_check.h (normwise relative error
  * <= 1e-4, the same bits on a second GPU run, input gradients that start non-zero). Shapes are
  * awkward: one row, D = 100, widths that are not multiples of 32, more elements than one block,
@@ -11,12 +11,12 @@
  * mask, the output and the gradients equal the CPU's exactly, and both rngs advance alike.
  *
  * The fused ops go through the same harness; the masks dropout_add_layernorm and
- * layernorm_dropout save are checked bit for bit besides, and linear_gelu, dropout_add_layernorm
- * and layernorm_dropout against their unfused chains on the device, bit for bit, as LayerNorm's
+ * layernorm_dropout save are checked bit for bit besides, and linear_gelu, gated_lerp,
+ * dropout_add_layernorm, linear_dropout_add_layernorm and layernorm_dropout against their unfused chains on the device, bit for bit, as LayerNorm's
  * gain and shift summed together against each summed alone.
  *
  * Two chains run the tape's device paths: the Grassmann block's gate
- * (sigmoid_lerp(concat_linear(n, g), n, g) then layernorm_dropout, src/nn/blocks.c) and the NLI head
+ * (gated_lerp(n, g, W, b) then layernorm_dropout, src/nn/blocks.c) and the NLI head
  * (masked mean of premises and hypotheses, dropout over two copies of the batch rows, pair
  * features, linear).
  *
@@ -340,6 +340,53 @@ GF_TEST(cuda, dropout_add_layernorm) {
     }
 }
 
+/* ---- linear_dropout_add_layernorm = dropout_add_layernorm(x, linear(h, W, b)) ----
+ * in: x, h, the gain, the shift, W, b (dal_user's same: b NULL, five inputs) */
+
+static gf_tensor *b_ldal(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *h = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_linear_dropout_add_layernorm(c, x, h, in[4], d->same ? NULL : in[5], d->p, in[2], in[3], 1e-5f);
+}
+
+/* dal_cases[i]'s x, an h of IN = 40 columns; bias: W's bias, else none */
+static void ldal_inputs(op_case *c, size_t i, uint64_t seed, int bias) {
+    const int32_t nd = dal_cases[i].nd;
+    int64_t sh[3], D = dal_cases[i].s[nd - 1], sw[2] = {D, 40};
+    memcpy(sh, dal_cases[i].s, sizeof sh);
+    sh[nd - 1] = 40;
+    add_input(c, nd, dal_cases[i].s, seed, 2.0f);
+    add_input(c, nd, sh, seed + 1, 1.0f);
+    add_input(c, 1, &D, seed + 2, 0.5f);
+    add_input(c, 1, &D, seed + 3, 0.5f);
+    add_input(c, 2, sw, seed + 4, 0.3f);
+    if (bias) add_input(c, 1, &D, seed + 5, 0.5f);
+}
+
+GF_TEST(cuda, linear_dropout_add_layernorm) {
+    for (size_t i = 0; i < 6; i++) { /* dal_cases but the residual as the branch: with the bias, and without */
+        for (int bias = 1; bias >= 0; bias--) {
+            dal_user u = dal_cases[i].u;
+            u.same = !bias;
+            op_case c = {.what = bias ? "linear_dropout_add_layernorm" : "linear_dropout_add_layernorm(no bias)",
+                         .f = b_ldal, .user = &u, .training = dal_cases[i].training};
+            ldal_inputs(&c, i, 1100 + 10 * i + 6 * (uint64_t)bias, bias);
+            GF_CHECK(check_case(&c) == 0, "%s case %zu", c.what, i);
+            case_free(&c);
+        }
+    }
+    for (int skip = 0; skip < 6; skip++) { /* each input in turn without a gradient */
+        op_case c = {.what = "linear_dropout_add_layernorm(one input without grad)", .f = b_ldal,
+                     .user = (void *)&dal_cases[1].u, .training = 1};
+        ldal_inputs(&c, 1, 1200 + 6 * (uint64_t)skip, 1);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "linear_dropout_add_layernorm, input %d without grad", skip);
+        case_free(&c);
+    }
+}
+
 /* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
 
 typedef struct lg_user {
@@ -428,6 +475,49 @@ GF_TEST(cuda, concat_linear) {
         add_input(&c, 1, s1, 533 + 4 * (uint64_t)skip, 0.5f);
         no_grad(&c, skip);
         GF_CHECK(check_case(&c) == 0, "concat_linear, input %d without grad", skip);
+        case_free(&c);
+    }
+}
+
+/* ---- gated_lerp = sigmoid_lerp(concat_linear(a, b, W, bias), a, b) (cl_user) ---- */
+
+static gf_tensor *b_glerp(gf_ctx *c, gf_tensor **in, void *u) {
+    const cl_user *l = u;
+    gf_tensor *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
+    gf_tensor *b = l->same ? a : l->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_gated_lerp(c, a, b, w, l->bias ? in[3] : NULL);
+}
+
+GF_TEST(cuda, gated_lerp) {
+    /* a's shape (b's too): one row, widths not multiples of 32, the gate's shape over more rows
+     * than a column-sum chunk, no bias, a and b one tensor, bf16 */
+    static const struct { int32_t nd; int64_t s[3]; cl_user u; gf_precision prec; } k[] = {
+        {2, {1, 100}, {1, 0, 0}, GF_PREC_FP32},  {3, {3, 7, 33}, {1, 1, 0}, GF_PREC_FP32},
+        {2, {700, 32}, {1, 1, 0}, GF_PREC_FP32}, {3, {2, 5, 40}, {0, 1, 0}, GF_PREC_FP32},
+        {2, {9, 33}, {1, 0, 1}, GF_PREC_FP32},   {2, {9, 33}, {1, 1, 1}, GF_PREC_FP32},
+        {3, {3, 5, 64}, {1, 1, 0}, GF_PREC_BF16},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        op_case c = {.what = k[i].prec ? "gated_lerp bf16" : "gated_lerp", .f = b_glerp, .user = (void *)&k[i].u,
+                     .precision = k[i].prec, .tol = k[i].prec ? BF16_TOL : 0};
+        const int64_t D = k[i].s[k[i].nd - 1], sw[2] = {D, 2 * D};
+        add_input(&c, k[i].nd, k[i].s, 560 + 4 * i, 1.0f);
+        add_input(&c, k[i].nd, k[i].s, 561 + 4 * i, 1.0f);
+        add_input(&c, 2, sw, 562 + 4 * i, 0.3f);
+        add_input(&c, 1, &D, 563 + 4 * i, 0.5f);
+        GF_CHECK(check_case(&c) == 0, "gated_lerp case %zu", i);
+        case_free(&c);
+    }
+    static const cl_user plain = {1, 0, 0};
+    int64_t sa[2] = {9, 33}, sw[2] = {33, 66}, s1[1] = {33};
+    for (int skip = 0; skip < 4; skip++) { /* each input in turn without a gradient (no bias gradient: gate_bwd) */
+        op_case c = {.what = "gated_lerp(one input without grad)", .f = b_glerp, .user = (void *)&plain};
+        add_input(&c, 2, sa, 600 + 4 * (uint64_t)skip, 1.0f);
+        add_input(&c, 2, sa, 601 + 4 * (uint64_t)skip, 1.0f);
+        add_input(&c, 2, sw, 602 + 4 * (uint64_t)skip, 0.3f);
+        add_input(&c, 1, s1, 603 + 4 * (uint64_t)skip, 0.5f);
+        no_grad(&c, skip);
+        GF_CHECK(check_case(&c) == 0, "gated_lerp, input %d without grad", skip);
         case_free(&c);
     }
 }
@@ -530,8 +620,7 @@ GF_TEST(cuda, layernorm_dropout_mask) {
 static gf_tensor *b_gate(gf_ctx *c, gf_tensor **in, void *u) {
     const int nogate = *(const int *)u;
     gf_tensor *n = in[0], *g = in[1];
-    gf_tensor *mix = nogate ? gf_lerp(c, NULL, n, g, 0.5f)
-                            : gf_sigmoid_lerp(c, gf_concat_linear(c, n, g, in[2], in[3]), n, g);
+    gf_tensor *mix = nogate ? gf_lerp(c, NULL, n, g, 0.5f) : gf_gated_lerp(c, n, g, in[2], in[3]);
     return gf_layernorm_dropout(c, mix, in[nogate ? 2 : 4], in[nogate ? 3 : 5], 1e-5f, 0.1f);
 }
 
@@ -585,8 +674,9 @@ GF_TEST(cuda, chain_nli_head) {
 }
 /* ---- fused ops against their unfused chains on the device, bit for bit ----
  * check_case compares each fused op with the CPU op to 1e-4; these compare it with the chain it
- * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd, the
- * LayerNorm gain's and shift's column sums in one launch), exactly. */
+ * replaces on the same device (the kernels a fusion saves: bias_rows in linear_gelu_fwd, dal_fwd
+ * and gate_fwd, sigmoid_lerp_bwd in the gate bias's column sum, the LayerNorm gain's and shift's
+ * column sums in one launch), exactly. */
 
 /* f on the device from each input's starting gradient (c->cpu[i]->grad), rng 4242 as
  * check_case's GPU runs; out (nout) and the inputs' gradients downloaded (malloc'd) */
@@ -640,12 +730,29 @@ static gf_tensor *b_lgelu_chain(gf_ctx *c, gf_tensor **in, void *u) {
     return gf_gelu(c, gf_linear(c, l->wrap ? gf_gelu(c, in[0]) : in[0], in[1], l->bias ? in[2] : NULL));
 }
 
+/* the chain the GPU's gated_lerp computes: the bias added after both products (concat_linear
+ * adds them to it), by the broadcast add */
+static gf_tensor *b_glerp_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const cl_user *l = u;
+    gf_tensor *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
+    gf_tensor *b = l->same ? a : l->wrap ? gf_gelu(c, in[1]) : in[1], *u0 = gf_concat_linear(c, a, b, w, NULL);
+    return gf_sigmoid_lerp(c, l->bias ? gf_add(c, u0, in[3]) : u0, a, b);
+}
+
 static gf_tensor *b_dal_chain(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     c->batch_rows = d->rows;
     c->batch_row0 = d->row0;
     gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->same ? x : d->wrap ? gf_gelu(c, in[1]) : in[1];
     return gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f);
+}
+
+static gf_tensor *b_ldal_chain(gf_ctx *c, gf_tensor **in, void *u) {
+    const dal_user *d = u;
+    c->batch_rows = d->rows;
+    c->batch_row0 = d->row0;
+    gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *h = d->wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_dropout_add_layernorm(c, x, gf_linear(c, h, in[4], d->same ? NULL : in[5]), d->p, in[2], in[3], 1e-5f);
 }
 
 static gf_tensor *b_ld_chain(gf_ctx *c, gf_tensor **in, void *u) {
@@ -668,6 +775,20 @@ GF_TEST(cuda, fused_equal_their_chains) {
         same_bits(&c, b_lgelu_chain, lg[i].s[0] * lg[i].out);
         case_free(&c);
     }
+    /* gated_lerp: one row; more rows than a column-sum chunk, inputs fresh; a and b one tensor; no bias */
+    static const struct { int64_t s[2]; cl_user u; } gl[] = {
+        {{1, 100}, {1, 0, 0}}, {{700, 32}, {1, 1, 0}}, {{9, 33}, {1, 0, 1}}, {{9, 33}, {0, 1, 0}}};
+    for (size_t i = 0; i < sizeof gl / sizeof gl[0]; i++) {
+        op_case c = {.what = "gated_lerp against sigmoid_lerp(add(concat_linear, bias))", .f = b_glerp,
+                     .user = (void *)&gl[i].u};
+        const int64_t D = gl[i].s[1], sw[2] = {D, 2 * D};
+        add_input(&c, 2, gl[i].s, 700 + 4 * i, 1.0f);
+        add_input(&c, 2, gl[i].s, 701 + 4 * i, 1.0f);
+        add_input(&c, 2, sw, 702 + 4 * i, 0.3f);
+        add_input(&c, 1, &D, 703 + 4 * i, 0.5f);
+        same_bits(&c, b_glerp_chain, gl[i].s[0] * D);
+        case_free(&c);
+    }
     /* the two LayerNorm fusions over dal_cases' training shapes (the gain and shift each the
      * sum it would be alone) */
     for (size_t i = 0; i < 4; i++) {
@@ -682,6 +803,11 @@ GF_TEST(cuda, fused_equal_their_chains) {
         add_input(&c, 1, &D, 623 + 4 * i, 0.5f);
         same_bits(&c, b_dal_chain, n);
         case_free(&c);
+        op_case f = {.what = "linear_dropout_add_layernorm against dropout_add_layernorm(x, linear(h))", .f = b_ldal,
+                     .user = (void *)&dal_cases[i].u, .training = 1};
+        ldal_inputs(&f, i, 1300 + 6 * i, 1);
+        same_bits(&f, b_ldal_chain, n);
+        case_free(&f);
         op_case l = {.what = "layernorm_dropout against dropout(layernorm(x))", .f = b_ld,
                      .user = (void *)&dal_cases[i].u, .training = 1};
         add_input(&l, nd, dal_cases[i].s, 640 + 3 * i, 2.0f);

@@ -1,5 +1,5 @@
-/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu,
- * layernorm_dropout): finite
+/* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu, gated_lerp,
+ * linear_dropout_add_layernorm, layernorm_dropout): finite
  * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
  * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
 #include "gf_test.h"
@@ -108,7 +108,7 @@ static int64_t differ(const float *a, const float *b, int64_t n) {
 
 static void check_bitwise(const char *what, gc_build_fn fused, gc_build_fn chain, int n, const int32_t *nd,
                           const int64_t (*sh)[3], void *user) {
-    gf_tensor *in[2][4];
+    gf_tensor *in[2][6];
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < n; i++) {
             in[k][i] = gc_leaf(nd[i], sh[i], 900 + (uint64_t)i, i >= 2 ? 0.5f : 1.5f);
@@ -281,4 +281,128 @@ GF_TEST(unit, linear_gelu_is_the_chain) {
         }
     const lg_user nob = {.no_bias = 1, .wrap = 1};
     check_bitwise("linear_gelu(no bias)", b_lg, b_lg_chain, 2, nd, many, (void *)&nob);
+}
+
+/* ---- gated_lerp = sigmoid_lerp(concat_linear(a, b, w, bias), a, b) ---- */
+
+typedef struct gl_user {
+    int wrap;      /* a, b and w come out of a gelu, so their gradients start fresh */
+    int no_bias;   /* bias NULL: w is in[2] (three inputs) */
+    int bias_only; /* a, b and w need no gradient: the bias's gradient alone */
+    int same;      /* gated_lerp(a, a, w, bias): in[1] unused */
+} gl_user;
+
+/* a = in[0], b = in[1], bias = in[2], w = in[3] (bias NULL: w = in[2]) */
+static gf_tensor *gl_in(gf_ctx *c, gf_tensor **in, const gl_user *u, int i) {
+    if (u->bias_only && i != 2) in[i]->flags &= ~GF_T_REQ_GRAD;
+    return u->wrap && i != 2 ? gf_gelu(c, in[i]) : in[i];
+}
+static void gl_args(gf_ctx *c, gf_tensor **in, const gl_user *u, gf_tensor **args) {
+    args[0] = gl_in(c, in, u, 0);
+    args[1] = u->same ? args[0] : gl_in(c, in, u, 1);
+    args[2] = u->no_bias ? gl_in(c, in, u, 2) : gl_in(c, in, u, 3);
+    args[3] = u->no_bias ? NULL : gl_in(c, in, u, 2);
+}
+static gf_tensor *b_gl(gf_ctx *c, gf_tensor **in, void *uv) {
+    gf_tensor *x[4];
+    gl_args(c, in, uv, x);
+    return gf_gated_lerp(c, x[0], x[1], x[2], x[3]);
+}
+static gf_tensor *b_gl_chain(gf_ctx *c, gf_tensor **in, void *uv) {
+    gf_tensor *x[4];
+    gl_args(c, in, uv, x);
+    return gf_sigmoid_lerp(c, gf_concat_linear(c, x[0], x[1], x[2], x[3]), x[0], x[1]);
+}
+
+GF_TEST(grad, gated_lerp) {
+    int64_t sx[3] = {2, 3, 5}, sb[1] = {5}, sw[2] = {5, 10};
+    gf_tensor *in[4] = {gc_leaf(3, sx, 641, 1.5f), gc_leaf(3, sx, 642, 1.5f), gc_leaf(1, sb, 643, 0.5f),
+                        gc_leaf(2, sw, 644, 0.5f)};
+    gl_user plain = {0}, same = {.same = 1};
+    GF_CHECK(gc_check("gated_lerp", b_gl, in, 4, &plain, (gc_opts){.h = 1e-3}) == 0, "gated_lerp grads");
+    GF_CHECK(gc_check("gated_lerp(a, a)", b_gl, in, 4, &same, (gc_opts){.h = 1e-3}) == 0, "shared input grads");
+    gf_tensor *nob[3] = {in[0], in[1], in[3]};
+    gl_user nb = {.no_bias = 1};
+    GF_CHECK(gc_check("gated_lerp(no bias)", b_gl, nob, 3, &nb, (gc_opts){.h = 1e-3}) == 0, "no-bias grads");
+    for (int i = 0; i < 4; i++) gc_leaf_free(in[i]);
+}
+
+/* the output and every gradient: the chain's bits, through the column sum's one-thread path (21
+ * rows) and its per-thread partials (120 rows), inputs fresh (wrap) or not, a and b one tensor,
+ * the bias's gradient alone, no bias */
+GF_TEST(unit, gated_lerp_is_the_chain) {
+    static const int32_t nd[4] = {3, 3, 1, 2};
+    static const int64_t small[4][3] = {{3, 7, 40}, {3, 7, 40}, {40}, {40, 80}},
+                         many[4][3] = {{4, 30, 33}, {4, 30, 33}, {33}, {33, 66}};
+    const gl_user cases[] = {{0}, {.wrap = 1}, {.bias_only = 1}, {.same = 1, .wrap = 1}, {.same = 1}};
+    const int64_t (*shapes[])[3] = {small, many};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "gated_lerp shape %zu case %zu", k, i);
+            check_bitwise(what, b_gl, b_gl_chain, 4, nd, shapes[k], (void *)&cases[i]);
+        }
+    static const int32_t nd3[3] = {3, 3, 2};
+    static const int64_t nob[3][3] = {{4, 30, 33}, {4, 30, 33}, {33, 66}};
+    const gl_user nb = {.no_bias = 1, .wrap = 1};
+    check_bitwise("gated_lerp(no bias)", b_gl, b_gl_chain, 3, nd3, nob, (void *)&nb);
+}
+
+/* ---- linear_dropout_add_layernorm = dropout_add_layernorm(x, linear(h, w, b)) ----
+ * in: x, h, the gain, the shift, w, b (no_bias: five inputs) */
+
+typedef struct ldal_user {
+    dal_user d; /* wrap: x and h out of a gelu */
+    int no_bias;
+} ldal_user;
+
+static gf_tensor *b_ldal(gf_ctx *c, gf_tensor **in, void *uv) {
+    const ldal_user *u = uv;
+    dal_setup(c, &u->d);
+    gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
+    return gf_linear_dropout_add_layernorm(c, x, h, in[4], u->no_bias ? NULL : in[5], u->d.p, in[2], in[3], 1e-5f);
+}
+static gf_tensor *b_ldal_chain(gf_ctx *c, gf_tensor **in, void *uv) {
+    const ldal_user *u = uv;
+    dal_setup(c, &u->d);
+    gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
+    gf_tensor *f = gf_linear(c, h, in[4], u->no_bias ? NULL : in[5]);
+    return gf_dropout_add_layernorm(c, x, f, u->d.p, in[2], in[3], 1e-5f);
+}
+
+GF_TEST(grad, linear_dropout_add_layernorm) {
+    int64_t sx[3] = {2, 3, 6}, sh[3] = {2, 3, 4}, sg[1] = {6}, sw[2] = {6, 4};
+    gf_tensor *in[6] = {gc_leaf(3, sx, 651, 2.0f), gc_leaf(3, sh, 652, 1.0f), gc_leaf(1, sg, 653, 1.0f),
+                        gc_leaf(1, sg, 654, 1.0f), gc_leaf(2, sw, 655, 1.0f), gc_leaf(1, sg, 656, 1.0f)};
+    for (int i = 0; i < 6; i++) in[2]->data[i] += 1.0f;
+    ldal_user drop = {.d = {.p = 0.3f, .training = 1, .seed = 79}}, plain = {.d = {.p = 0.3f, .seed = 79}};
+    ldal_user nob = {.d = {.p = 0.3f, .training = 1, .seed = 79}, .no_bias = 1};
+    GF_CHECK(gc_check("linear_dropout_add_layernorm", b_ldal, in, 6, &drop, (gc_opts){.h = 3e-3}) == 0, "grads, p = 0.3");
+    GF_CHECK(gc_check("linear_dropout_add_layernorm(eval)", b_ldal, in, 6, &plain, (gc_opts){.h = 3e-3}) == 0,
+             "grads, eval");
+    GF_CHECK(gc_check("linear_dropout_add_layernorm(no bias)", b_ldal, in, 5, &nob, (gc_opts){.h = 3e-3}) == 0,
+             "no-bias grads");
+    for (int i = 0; i < 6; i++) gc_leaf_free(in[i]);
+}
+
+/* the output, every gradient and the rng after: the chain's bits, over 36 rows (the bias's column
+ * sum on one thread) and 120 (its per-thread partials), with and without dropout, fresh or not,
+ * copies of batch rows, no bias */
+GF_TEST(unit, linear_dropout_add_layernorm_is_the_chain) {
+    static const int32_t nd[6] = {3, 3, 1, 1, 2, 1};
+    static const int64_t sh[6][3] = {{4, 9, 100}, {4, 9, 40}, {100}, {100}, {100, 40}, {100}};
+    static const int64_t sh2[6][3] = {{6, 20, 33}, {6, 20, 17}, {33}, {33}, {33, 17}, {33}};
+    const ldal_user cases[] = {
+        {.d = {.p = 0.1f, .training = 1, .seed = 25}},
+        {.d = {.p = 0.5f, .training = 1, .wrap = 1, .seed = 26}},
+        {.d = {.p = 0.1f, .training = 0, .seed = 27}},                   /* eval: no mask */
+        {.d = {.p = 0.0f, .training = 1, .wrap = 1, .seed = 28}},        /* p = 0: no mask */
+        {.d = {.p = 0.25f, .training = 1, .rows = 3, .row0 = 2, .seed = 29}}, /* two copies of batch rows 2..4 */
+        {.d = {.p = 0.1f, .training = 1, .wrap = 1, .seed = 30}, .no_bias = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "linear_dropout_add_layernorm case %zu", i);
+        check_bitwise(what, b_ldal, b_ldal_chain, cases[i].no_bias ? 5 : 6, nd, i >= 4 ? sh2 : sh, (void *)&cases[i]);
+    }
 }

@@ -12,10 +12,8 @@
  *   dW[:, :Da] += G^T · a ;  dW[:, Da:] += G^T · b           (cu_linear_dw_cols, W's flag read once)
  *   dbias += Σ_rows G                                         (cu_colsum, fixed order)
  * A fresh gradient is stored (beta 0, a store for the sum); a and b may be one tensor. */
-static void concat_linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
-    gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
-    const float *G = n->out->grad; // (N, OUT)
-    int64_t Da = gf_tensor_cols(a), OUT = w->shape[0];
+void cu_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G) {
+    const int64_t Da = gf_tensor_cols(a);
     cu_linear_dx_cols(ctx, a, w, 0, G);
     cu_linear_dx_cols(ctx, b, w, Da, G);
     if (gf_needs_grad(w)) {
@@ -23,6 +21,13 @@ static void concat_linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
         cu_linear_dw_cols(ctx, a, w, 0, fresh, G);
         cu_linear_dw_cols(ctx, b, w, Da, fresh, G);
     }
+}
+
+static void concat_linear_backward_cuda(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
+    const float *G = n->out->grad; // (N, OUT)
+    const int64_t OUT = w->shape[0];
+    cu_concat_linear_grads(ctx, a, b, w, G);
     if (gf_needs_grad(bias)) cu_colsum(ctx, bias->grad, gf_tensor_rows(a), OUT, gf_grad_fresh(bias), cu_rows{G, OUT});
 }
 

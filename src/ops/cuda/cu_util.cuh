@@ -83,6 +83,9 @@ void cu_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
                          float *y);
 void cu_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0, const float *G);
 void cu_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G);
+/* concat_linear.cu's input and weight gradients from G = dL/du (N, OUT), shared with the fused
+ * gated_lerp.cu (the CPU's gf_concat_linear_grads; the bias's is the caller's) */
+void cu_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G);
 
 __device__ static inline float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -102,6 +105,15 @@ __device__ static inline float cu_sigmoid(float v) {
     const float e = expf(v);
     return e / (1.0f + e);
 }
+
+/* the gated lerp σ(v) a + (1 − σ(v)) b and, with w = σ(v) and g = dL/dy, its gradient in v
+ * (sigmoid_lerp.cu and the fused gated_lerp.cu, so both give the same bits; the CPU's
+ * sigmoid_lerp.c spans) */
+__device__ static inline float cu_slerp(float v, float a, float b) {
+    const float w = cu_sigmoid(v);
+    return w * a + (1.0f - w) * b;
+}
+__device__ static inline float cu_slerp_dv(float g, float w, float a, float b) { return g * (a - b) * w * (1.0f - w); }
 
 /* GELU y = v Φ(v) and its slope Φ(v) + v φ(v) (gelu.cu and the fused linear_gelu.cu, so both
  * give the same bits). Φ is CUDA's normcdff (erfc-based, accurate in relative terms on both

@@ -38,6 +38,9 @@ gf_tensor *gf_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *f
                                          gf_tensor *beta, float eps);
 gf_tensor *gf_linear_gelu_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
 gf_tensor *gf_concat_linear_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
+gf_tensor *gf_gated_lerp_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias);
+gf_tensor *gf_linear_dropout_add_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *h, gf_tensor *w, gf_tensor *b,
+                                                float p, gf_tensor *gamma, gf_tensor *beta, float eps);
 gf_tensor *gf_layernorm_dropout_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *beta, float eps, float p);
 gf_tensor *gf_concat_cuda(gf_ctx *ctx, gf_tensor *a, gf_tensor *b);
 gf_tensor *gf_dropout_cuda(gf_ctx *ctx, gf_tensor *x, float p);

@@ -1,14 +1,11 @@
 /* sigmoid_lerp.cu — the Grassmann block's gated fusion on the GPU in one kernel each way:
  * y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b; the CPU op is src/ops/sigmoid_lerp.c. σ is cu_sigmoid (the
- * unfused sigmoid.cu's), recomputed from u in the backward instead of stored. One thread per
- * element (grid-stride). */
+ * unfused sigmoid.cu's), recomputed from u in the backward instead of stored; the arithmetic is
+ * cu_slerp's, shared with the gate's gated_lerp.cu. One thread per element (grid-stride). */
 #include "cu_util.cuh"
 
 __global__ static void sigmoid_lerp_fwd(float *y, const float *u, const float *a, const float *b, int64_t n) {
-    CU_FOR(i, n) {
-        const float w = cu_sigmoid(u[i]);
-        y[i] = w * a[i] + (1.0f - w) * b[i];
-    }
+    CU_FOR(i, n) y[i] = cu_slerp(u[i], a[i], b[i]);
 }
 
 /* backward, α = σ(u): du += (dy ⊙ (a − b)) ⊙ α ⊙ (1 − α);  da += dy ⊙ α;  db += dy ⊙ (1 − α), each
@@ -18,7 +15,7 @@ __global__ static void sigmoid_lerp_bwd(float *du, float *da, float *db, const f
                                         const float *a, const float *b, int64_t n) {
     CU_FOR(i, n) {
         const float w = cu_sigmoid(u[i]);
-        if (du) du[i] += g[i] * (a[i] - b[i]) * w * (1.0f - w);
+        if (du) du[i] += cu_slerp_dv(g[i], w, a[i], b[i]);
         if (da) da[i] += g[i] * w;
         if (db) db[i] += g[i] * (1.0f - w);
     }

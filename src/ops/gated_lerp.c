@@ -1,0 +1,78 @@
+/* gated_lerp.c — the Grassmann block's gate in one op:
+ *   u (N, D) = [a ; b] · W^T + bias,  y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
+ * with a, b (N, D), W (D, 2D), bias (D) or NULL: = gf_sigmoid_lerp(gf_concat_linear(a, b, W, bias),
+ * a, b) with the same arithmetic in the same order (concat_linear.c's product: the bias written
+ * first, each column block's GEMM adding to it; sigmoid_lerp.c's passes), so the bits are the
+ * chain's. u is no tensor: it is saved for backward, which gives du = dL/du and the bias gradient
+ * Σ_rows du in one pass over the rows (gf_colsum_fill, as linear_gelu.c's dh), the lerp's terms
+ * of da and db in that pass, then concat_linear's GEMMs on du. The GPU op folds the bias into its
+ * gate kernel instead (src/ops/cuda/gated_lerp.cu). In `gflow bench` the GEMMs count as gemm,
+ * the gate's passes as elementwise.
+ */
+#include "op_util.h"
+
+typedef struct gate_rows {
+    float *du, *da, *db;
+    const float *g, *u, *a, *b;
+    int64_t D;
+} gate_rows;
+
+/* row r of du (stored: du starts zeroed, as the chain's u gradient), da and db (added) */
+static void gate_row(void *arg, int64_t r) {
+    const gate_rows *p = arg;
+    int64_t o = r * p->D;
+    gf_sigmoid_lerp_backward_piece(p->du + o, p->da ? p->da + o : NULL, p->db ? p->db + o : NULL, p->g + o,
+                                   p->u + o, p->a + o, p->b + o, p->D);
+}
+
+/* an input's gradient to add the lerp's term to: zeroed where fresh (the chain's sigmoid_lerp
+ * adds to zeros there); NULL where none is needed */
+static float *lerp_grad(gf_tensor *x, int64_t n) {
+    if (!gf_needs_grad(x)) return NULL;
+    if (gf_grad_fresh(x)) memset(x->grad, 0, (size_t)n * sizeof(float));
+    return x->grad;
+}
+
+/* backward, with G = dL/dy (N, D), α = σ(u):
+ *   du = (G ⊙ (a − b)) ⊙ α ⊙ (1 − α) ;  dbias += Σ_rows du ;  da += G ⊙ α ;  db += G ⊙ (1 − α)  (one pass)
+ *   da += du · W[:, :D] ;  db += du · W[:, D:] ;  dW += du^T · [a ; b]     (gf_concat_linear_grads) */
+static void gated_lerp_backward(gf_ctx *ctx, gf_node *n) {
+    gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
+    int64_t N = gf_tensor_rows(a), D = gf_tensor_cols(a);
+    double t0 = gf_prof_begin(ctx);
+    float *du = gf_arena_calloc(&ctx->arena, (size_t)(N * D) * sizeof(float)); // (N, D)
+    gate_rows p = {du, lerp_grad(a, N * D), lerp_grad(b, N * D), n->out->grad, n->saved, a->data, b->data, D};
+    if (gf_needs_grad(bias)) {
+        if (gf_grad_fresh(bias)) memset(bias->grad, 0, (size_t)D * sizeof(float));
+        gf_colsum_fill(ctx, bias->grad, du, N, D, gate_row, &p);
+    } else {
+        gf_sigmoid_lerp_backward_rows(du, p.da, p.db, p.g, p.u, p.a, p.b, N * D);
+    }
+    gf_prof_bwd_as(ctx, GF_FAM_GEMM, GF_FAM_ELEMWISE, t0);
+    gf_concat_linear_grads(ctx, a, b, w, du);
+}
+
+gf_tensor *gf_gated_lerp(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, gf_tensor *bias) {
+    double t0 = gf_prof_begin(ctx);
+    gf_concat_linear_check("gated_lerp", a, b, w, bias);
+    GF_ASSERT(gf_tensor_same_shape(a, b) && w->shape[0] == gf_tensor_cols(a),
+              "gated_lerp: a and b must share a shape and weight %s have as many rows as their %lld columns",
+              w->name ? w->name : "?", (long long)gf_tensor_cols(a));
+    gf_tensor *in[4] = {a, b, w, bias};
+    const gf_backend_ops *dev = gf_op_backend("gated_lerp", 4, in);
+    if (dev) return dev->gated_lerp(ctx, a, b, w, bias);
+    int64_t N = gf_tensor_rows(a), D = gf_tensor_cols(a);
+    float *u = gf_arena_floats(&ctx->arena, N * D); // (N, D) the gate's pre-activation, saved
+    gf_linear_cols_into(ctx, a, w, 0, bias, 0, u);
+    gf_linear_cols_into(ctx, b, w, D, NULL, 1, u);
+    gf_prof_end(ctx, GF_FAM_GEMM, t0);
+    double t1 = gf_prof_begin(ctx);
+    gf_tensor *y = gf_tensor_like(ctx, a); // (N, D)
+    gf_sigmoid_lerp_rows(y->data, u, a->data, b->data, N * D);
+    gf_node *n = gf_tape_record(ctx, &gf_op_gated_lerp, y, 4, in);
+    if (n) n->saved = u;
+    gf_prof_end(ctx, GF_FAM_ELEMWISE, t1);
+    return y;
+}
+
+const gf_op_def gf_op_gated_lerp = {"gated_lerp", GF_FAM_GEMM, gated_lerp_backward, 1};
