@@ -437,10 +437,16 @@ typedef struct cl_user {
     int same; /* concat_linear(a, a, W): in[1] unused */
 } cl_user;
 
+/* a, b, W (in[0..2]) as the case asks: out of a gelu (wrap), b = a (same) */
+static void cl_inputs(gf_ctx *c, gf_tensor **in, const cl_user *l, gf_tensor **a, gf_tensor **b, gf_tensor **w) {
+    *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
+    *b = l->same ? *a : l->wrap ? gf_gelu(c, in[1]) : in[1];
+}
+
 static gf_tensor *b_clin(gf_ctx *c, gf_tensor **in, void *u) {
     const cl_user *l = u;
-    gf_tensor *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
-    gf_tensor *b = l->same ? a : l->wrap ? gf_gelu(c, in[1]) : in[1];
+    gf_tensor *a, *b, *w;
+    cl_inputs(c, in, l, &a, &b, &w);
     return gf_concat_linear(c, a, b, w, l->bias ? in[3] : NULL);
 }
 
@@ -483,8 +489,8 @@ GF_TEST(cuda, concat_linear) {
 
 static gf_tensor *b_glerp(gf_ctx *c, gf_tensor **in, void *u) {
     const cl_user *l = u;
-    gf_tensor *a = l->wrap ? gf_gelu(c, in[0]) : in[0], *w = l->wrap ? gf_gelu(c, in[2]) : in[2];
-    gf_tensor *b = l->same ? a : l->wrap ? gf_gelu(c, in[1]) : in[1];
+    gf_tensor *a, *b, *w;
+    cl_inputs(c, in, l, &a, &b, &w);
     return gf_gated_lerp(c, a, b, w, l->bias ? in[3] : NULL);
 }
 
