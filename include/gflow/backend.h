@@ -51,6 +51,9 @@ typedef struct gf_backend {
     void (*zero)(float *x, int64_t n);
     gf_status (*sumsq)(const float *x, int64_t n, double *out);
     void (*params_free)(gf_params *p);
+    /* gf_params_keep_bf16: make or refresh the weights' bf16 copy (NULL: the device rounds at each
+     * product) */
+    gf_status (*params_keep_bf16)(gf_params *p);
     const struct gf_backend_ops *ops;
     const struct gf_backend_optim *optim;
 } gf_backend;

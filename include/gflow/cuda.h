@@ -119,6 +119,23 @@ void gf_cuda_capture_resume(void);
  * cudaMalloc when a request is larger (cudaFree of the old one waits for the device), so a steady
  * step allocates nothing. NULL, with the failure noted, when the GPU has no room. */
 void *gf_cuda_scratch(size_t bytes);
+/* bf16 operands (src/core/cuda/bf16.cu). gf_cuda_to_bf16: dst (rows, cols; row stride ldd, bf16)
+ * = src (rows, cols; row stride lds) rounded to nearest even, one kernel on the stream.
+ * The weights' mirrors (gf_params_keep_bf16): a device block's data16 registered with its data
+ * (n floats); gf_cuda_bf16_mirror_of gives the bf16 copy of p[0 .. extent) when that lies in a
+ * registered block, else NULL. gf_cuda_bf16_reuse(mode): 1 (the default) the products read the
+ * mirrors and the copies ops hold or keep (cu_bf16_hold, cu_bf16_keep); 0 they ignore them and
+ * round each operand at its product, as before either existed; 2 as 1, and each copy a product
+ * reuses is first compared with a fresh rounding of its source (gf_cuda_bf16_check: a kernel and
+ * a wait per product, skipped in a capture; tests); -1 asks. It returns the previous mode.
+ * gf_cuda_bf16_checked: the copies checked so far, and in *stale how many differed. */
+void gf_cuda_to_bf16(void *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
+gf_status gf_cuda_bf16_mirror_add(const float *base, int64_t n, const void *m16);
+void gf_cuda_bf16_mirror_remove(const float *base);
+const void *gf_cuda_bf16_mirror_of(const float *p, int64_t extent);
+int gf_cuda_bf16_reuse(int mode);
+void gf_cuda_bf16_check(const void *copy, int64_t ldc, const float *src, int64_t lds, int64_t rows, int64_t cols);
+int64_t gf_cuda_bf16_checked(int64_t *stale);
 
 /* Counters in device memory for a kernel whose blocks count themselves done with an integer
  * atomicAdd, so that the last one finishes the work (cu_colsums): at least n of them, 0 at every
@@ -127,6 +144,11 @@ void *gf_cuda_scratch(size_t bytes);
  * GF_CUDA_COUNTERS are allocated by gf_cuda_init; a larger request gets a larger array (outside
  * any capture: one that asks is dropped and run again), and the old one is kept, never freed,
  * for the graphs that hold it. NULL, with the failure noted, when the GPU has no room. */
+/* The most bytes an op's chunked work buffer takes (head_ce's logits, a chunk of rows at a time):
+ * 512 MiB, so the paper's 4,096 rows of 30,522 logits are one chunk (one set of products and no
+ * more roundings of the table in bf16). `set` > 0 sets it (tests lower it to run several chunks);
+ * returns the previous value. */
+int64_t gf_cuda_chunk_bytes(int64_t set);
 #define GF_CUDA_COUNTERS 4096
 unsigned *gf_cuda_counters(size_t n);
 
@@ -176,8 +198,9 @@ gf_status gf_cuda_first_nonfinite(const float *x, int64_t n, const int32_t *when
 /* The device step arena: the GPU twin of gf_arena (gflow/arena.h). Activations, saved buffers
  * and activation gradients of GPU ops are bump-allocated here and released all at once by
  * gf_ctx_reset. When a chunk is full a new one is chained (cudaMalloc); reset coalesces the
- * chain into one chunk as large as the high-water mark, so from the second step on a step
- * calls no cudaMalloc. Growth failing (the GPU is out of memory) aborts with a message, as
+ * chain into one chunk of the high-water mark and a sixteenth more (and 1 MiB), so from the
+ * second step on a step calls no cudaMalloc, nor does a later step a little larger than the
+ * first (a timed step's marker node). Growth failing (the GPU is out of memory) aborts with a message, as
  * the host arena does: a step cannot continue half-allocated. */
 typedef gf_arena_chunk gf_cuda_chunk; /* its base in device memory; grown by gf_chunks_take */
 
@@ -209,6 +232,7 @@ typedef struct gf_cuda_arena {
     gf_cuda_chunk *head, *first;
     size_t used, high_water, min_chunk;
     int64_t n_resets;
+    int64_t serial;    /* this arena among the process's (a freed arena's address may come back) */
     int64_t n_mallocs; /* cudaMalloc calls so far (tests check the steady state) */
     gf_cuda_staging stage[GF_CUDA_STAGES];
     int cur;                         /* the staging buffer of this step */

@@ -56,6 +56,7 @@ typedef struct gf_params {
     gf_device device;  /* where the four arrays are (GF_DEV_CPU after gf_params_alloc) */
     gf_param_chunk *chunks; /* a device block: its chunk table, in device memory */
     int64_t n_chunks;
+    void *data16;      /* a device block in a bf16 run: bf16(data), n bfloat16 (gf_params_keep_bf16); else NULL */
 } gf_params;
 
 /* The four arrays of the block, for gf_params_get/set. */
@@ -94,6 +95,12 @@ gf_status gf_params_to_device(gf_params *p, gf_device d);
  * block: synchronous copies). */
 gf_status gf_params_get(const gf_params *p, gf_params_part part, float *dst);
 gf_status gf_params_set(gf_params *p, gf_params_part part, const float *src);
+/* A device block whose products take bf16 inputs ([run] precision = bf16): data16 = data rounded
+ * to bfloat16, made now and kept equal from then on (AdamW writes both, gf_params_set(GF_PP_DATA)
+ * rounds the block again), so the products read the weights' rounded copy instead of rounding
+ * them each time (docs/cuda.md "bf16 operands"). Called again it rounds the block anew. A host
+ * block: nothing (the CPU rounds at each product). Moving the block to the host drops the copy. */
+gf_status gf_params_keep_bf16(gf_params *p);
 /* The array `part` where the block lives */
 float *gf_params_part_ptr(const gf_params *p, gf_params_part part);
 void gf_params_free(gf_params *p);

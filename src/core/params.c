@@ -108,7 +108,13 @@ gf_status gf_params_get(const gf_params *p, gf_params_part part, float *dst) {
 
 gf_status gf_params_set(gf_params *p, gf_params_part part, const float *src) {
     float *dst = gf_params_part_ptr(p, part);
-    return gf_backend_of(p->device)->upload(dst, src, (size_t)p->n * sizeof(float));
+    GF_TRY(gf_backend_of(p->device)->upload(dst, src, (size_t)p->n * sizeof(float)));
+    return part == GF_PP_DATA && p->data16 ? gf_params_keep_bf16(p) : GF_OK; /* the mirror follows */
+}
+
+gf_status gf_params_keep_bf16(gf_params *p) {
+    const gf_backend *b = gf_backend_of(p->device);
+    return b->params_keep_bf16 ? b->params_keep_bf16(p) : GF_OK;
 }
 
 gf_param *gf_params_find(const gf_params *p, const char *name) {

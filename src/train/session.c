@@ -67,6 +67,7 @@ static gf_status use_device(gf_session *s) {
     GF_TRY(gf_session_device_check(&s->r));
     GF_TRY(gf_ctx_use_cuda(&s->ctx, (size_t)64 << 20));
     GF_TRY(gf_params_to_device(s->params, s->r.run.device));
+    if (s->r.run.precision == GF_PREC_BF16) GF_TRY(gf_params_keep_bf16(s->params)); /* the weights rounded once */
     GF_TRY(gf_cuda_tf32(s->r.run.tf32));
     return gf_gpu_step_open(&s->gpu);
 }

@@ -158,16 +158,18 @@ GF_TEST(cuda, bench_on_gpu) {
 }
 
 /* kernels, cuBLAS calls and gflow's kernels' bytes a step of an n-layer GrassmannLM launches and
- * moves (bench's counts), with one more recipe setting (or NULL); -1 on failure */
-static int launches_of(int layers, const char *more, double *kernels, double *blas, double *bytes) {
+ * moves (bench's counts), with up to two more recipe settings (or NULL); -1 on failure */
+static int launches_of2(int layers, const char *more, const char *more2, double *kernels, double *blas,
+                        double *bytes) {
     char log[1024], set[64];
-    snprintf(log, sizeof log, "%s/bench_launches_%d_%s.log", gf_test_tmpdir(), layers, more ? more : "base");
+    snprintf(log, sizeof log, "%s/bench_launches_%d_%s_%s.log", gf_test_tmpdir(), layers, more ? more : "base",
+             more2 ? more2 : "-");
     snprintf(set, sizeof set, "model.n_layers=%d", layers);
     /* a 512-token vocabulary: the head's kernels are counted all the same, and the emulator's
      * products of the default 30,522-token head took most of the test's time */
     const char *args[] = {"bench", rel_base_recipe(), "--set", "run.device=cuda", "--set", set, "--set",
                           "tokenizer.vocab_size=512", "--steps", "2", "--warmup", "1", "--peak-n", "0",
-                          more ? "--set" : NULL, more, NULL};
+                          more ? "--set" : NULL, more, more2 ? "--set" : NULL, more2, NULL};
     pid_t pid = rel_gflow_spawn(log, args);
     int wst = 0;
     if (pid <= 0 || waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst)) return -1;
@@ -179,6 +181,10 @@ static int launches_of(int layers, const char *more, double *kernels, double *bl
     ok = ok && p && sscanf(p, "\nelementwise_bytes_per_step: %lf (", bytes) == 1;
     free(out);
     return ok ? 0 : -1;
+}
+
+static int launches_of(int layers, const char *more, double *kernels, double *blas, double *bytes) {
+    return launches_of2(layers, more, NULL, kernels, blas, bytes);
 }
 
 /* The launch count is the step's: each layer adds the same number of kernels and cuBLAS calls
@@ -243,4 +249,37 @@ GF_TEST(cuda, bench_bytes_grow_with_the_model) {
     printf("  bytes a layer: %.0f; twice the sequence %.3fx, twice the width %.3fx\n", layer[0], seq, width);
 }
 
+/* [run] precision = bf16: the products read rounded copies of their operands, and each is rounded
+ * once a step (docs/cuda.md "bf16 operands"): the weights not at all (their mirror, which AdamW
+ * writes), what gflow's kernels write by those kernels as they write it (the LayerNorms' and
+ * GELU's outputs, the Plücker features, fc2's, fc1's and the gate's upstream gradients, the head's
+ * dlogits), the rest once for all its products (cu_bf16_keep, cu_bf16_hold). So a GrassmannLM
+ * layer launches 3 rounding kernels more than in fp32 (19: the Plücker branch g, its gradient and
+ * w_red's; 52 when every product rounded both operands, 26 before the producers rounded), a
+ * Transformer layer 2 (18; 40, 24), the same cuBLAS calls, and the rest of the step 1 more (the
+ * embeddings' sum, the first layer's input). */
+GF_TEST(cuda, bench_counts_bf16_roundings) {
+    if (cuda_bench_possible()) { gf_error_clear(); return; }
+    double k[2], b[2], m[2], f[2], fb[2], fm[2];
+    for (int l = 0; l < 2; l++) {
+        GF_REQUIRE(launches_of2(l + 1, "run.precision=bf16", NULL, &k[l], &b[l], &m[l]) == 0, "bf16, %d layers", l + 1);
+        GF_REQUIRE(launches_of(l + 1, NULL, &f[l], &fb[l], &fm[l]) == 0, "fp32, %d layers", l + 1);
+    }
+    const double layer = k[1] - k[0], rest = k[0] - layer, flayer = f[1] - f[0], frest = f[0] - flayer;
+    GF_CHECK(layer == flayer + 3 && b[1] - b[0] == fb[1] - fb[0], "a bf16 GrassmannLM layer: %g kernels, %g cuBLAS "
+             "calls (fp32 %g, %g; want 3 kernels more)", layer, b[1] - b[0], flayer, fb[1] - fb[0]);
+    GF_CHECK(rest == frest + 1, "the bf16 step outside the layers: %g kernels (fp32 %g; want 1 more)", rest, frest);
+    double tk[2], tb[2], tm[2], tf[2], tfb[2], tfm[2];
+    for (int l = 0; l < 2; l++) {
+        GF_REQUIRE(launches_of2(l + 1, "model.family=transformer", "run.precision=bf16", &tk[l], &tb[l], &tm[l]) == 0,
+                   "bf16 Transformer, %d layers", l + 1);
+        GF_REQUIRE(launches_of(l + 1, "model.family=transformer", &tf[l], &tfb[l], &tfm[l]) == 0,
+                   "fp32 Transformer, %d layers", l + 1);
+    }
+    GF_CHECK(tk[1] - tk[0] == tf[1] - tf[0] + 2, "a bf16 Transformer layer: %g kernels (fp32 %g; want 2 more)",
+             tk[1] - tk[0], tf[1] - tf[0]);
+    printf("  bf16: a GrassmannLM layer %g kernels (fp32 %g), %.0f bytes (fp32 %.0f); the rest of the step %g kernels "
+           "(fp32 %g), %.0f bytes (fp32 %.0f); a Transformer layer %g kernels (fp32 %g)\n", layer, flayer, m[1] - m[0],
+           fm[1] - fm[0], rest, frest, m[0] - (m[1] - m[0]), fm[0] - (fm[1] - fm[0]), tk[1] - tk[0], tf[1] - tf[0]);
+}
 #endif

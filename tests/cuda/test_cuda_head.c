@@ -4,8 +4,9 @@
  *
  * Shapes: one row, V = 1000 and a 30,522 vocabulary with few rows, D = 100, rows given as 3-d
  * (B, L, ·), V = 1, and for head_ce N = 300 and 560 at V = 30,522, where a GPU chunk holds
- * 274 rows (32 MiB of logits, CU_HEAD_BYTES in src/ops/cuda/head_ce.cu): a partial second
- * chunk, and three chunks, so dE accumulates over chunks. Targets: none ignored, some, every
+ * 274 rows with the chunk bound lowered to 32 MiB of logits (gf_cuda_chunk_bytes; 512 MiB by
+ * default, every row of these cases in one chunk): a partial second chunk, and three chunks, so
+ * dE accumulates over chunks; and both in one chunk. Targets: none ignored, some, every
  * one of a whole chunk, all of them (the loss is 0 and the gradient too), and an ignore_index
  * that is a valid class. head_ce also runs with h or E frozen (the GPU skips that product) and
  * with gradients off (no node, no gradient written). The host outputs nll_sum and n_counted
@@ -134,19 +135,28 @@ GF_TEST(cuda, head_ce) {
         GF_CHECK(run_loss_case(&k[i], 300 + 2 * i) == 0, "head_ce case %zu", i);
 }
 
-/* [run] precision = bf16: logits, dh and dE from bf16-rounded h, E and dlogits on both devices;
- * one chunk, and three (dE accumulated over chunks) */
+#define CHUNK_32MIB ((int64_t)32 << 20) /* 274 rows of 30,522 logits */
+
+/* [run] precision = bf16: logits, dh and dE from bf16-rounded h, E and dlogits on both devices
+ * (on the GPU the row kernel writes dlogits rounded: no fp32 dlogits); one chunk, and three (dE
+ * accumulated over chunks, each chunk's h rounded once for the logits and dE) */
 GF_TEST(cuda, head_ce_bf16) {
     static const loss_case k[] = {
         {.head = 1, .nd = 1, .s = {37}, .V = 1000, .D = 100, .every = 5, .ignore = -1, .precision = GF_PREC_BF16},
         {.head = 1, .nd = 2, .s = {4, 140}, .V = 30522, .D = 64, .every = 9, .ignore = -1, .precision = GF_PREC_BF16},
+        {.head = 1, .nd = 1, .s = {300}, .V = 30522, .D = 100, .from = 0, .to = 274, .ignore = -1,
+         .precision = GF_PREC_BF16}, /* a whole chunk ignored */
     };
+    const int64_t was = gf_cuda_chunk_bytes(CHUNK_32MIB);
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         GF_CHECK(run_loss_case(&k[i], 500 + 2 * i) == 0, "head_ce bf16 case %zu", i);
+    gf_cuda_chunk_bytes(was);
+    GF_CHECK(run_loss_case(&k[1], 520) == 0, "head_ce bf16, one chunk of 560 rows");
 }
 
-/* rows over one GPU chunk (274 rows at V = 30,522): a partial last chunk, a whole chunk ignored,
- * three chunks (dE accumulated over them), and the chunked forward without gradients */
+/* rows over one GPU chunk (274 rows at V = 30,522 with 32 MiB chunks): a partial last chunk, a
+ * whole chunk ignored, three chunks (dE accumulated over them), and the chunked forward without
+ * gradients; then the default chunk, which holds all 560 rows */
 GF_TEST(cuda, head_ce_chunks) {
     static const loss_case k[] = {
         {.head = 1, .nd = 1, .s = {300}, .V = 30522, .D = 100, .every = 7, .from = 0, .to = 274, .ignore = -1},
@@ -154,7 +164,12 @@ GF_TEST(cuda, head_ce_chunks) {
         {.head = 1, .nd = 2, .s = {4, 140}, .V = 30522, .D = 64, .every = 9, .ignore = -1},
         {.head = 1, .nd = 1, .s = {300}, .V = 30522, .D = 100, .every = 5, .ignore = -1, .no_grad = 1},
     };
+    const int64_t was = gf_cuda_chunk_bytes(CHUNK_32MIB);
+    GF_CHECK(was >= 4096 * 30522 * (int64_t)sizeof(float), "the default chunk (%lld bytes) does not hold the paper's "
+             "4,096 rows of 30,522 logits", (long long)was);
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         GF_CHECK(run_loss_case(&k[i], 400 + 2 * i) == 0, "head_ce chunk case %zu", i);
+    gf_cuda_chunk_bytes(was);
+    GF_CHECK(run_loss_case(&k[2], 420) == 0, "head_ce, one chunk of 560 rows");
 }
 #endif

@@ -635,6 +635,100 @@ GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer",
  * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3, 1.3e-2 under ASan) */
 GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 3e-3); }
 
+/* [run] precision = bf16 reads each product's operands from rounded copies made once (the weights'
+ * mirror, the copies ops keep for the step or hold for their products, the head's rounded
+ * dlogits: docs/cuda.md "bf16 operands"). They must be what rounding at each product gave: three
+ * sessions of one recipe, one rounding every operand at its product (gf_cuda_bf16_reuse(0)), two
+ * reusing the copies with each reuse checked against a fresh rounding (mode 2; a captured step is
+ * not checked, so the third runs without CUDA graphs), give the same losses, gradient norms and
+ * weights bit for bit, steps deferred as the trainer runs them; the mirror is bf16(weights) after
+ * the steps and after gf_params_set. */
+/* the bf16 bits of f rounded (gf_bf16_round, the CPU's rounding) */
+static uint16_t bf16_bits(float f) {
+    const float r = gf_bf16_round(f);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+static void bf16_reuse_in(const char *family) {
+    enum { K = 6, B = 8 };
+    gf_recipe r;
+    GF_REQUIRE_OK(tiny_recipe(&r, "reuse", family, K, GF_DEV_CUDA));
+    r.run.precision = GF_PREC_BF16;
+    gf_session s[3];
+    for (int i = 0; i < 3; i++) {
+        r.run.cuda_graph = i < 2;
+        GF_REQUIRE_OK(gf_session_open(&s[i], &r, 0));
+        GF_REQUIRE(s[i].params->data16, "a bf16 session keeps no bf16 weights");
+    }
+    int64_t items = 0;
+    for (int i = 0; i < 3; i++) GF_REQUIRE_OK(gf_session_train_loader(&s[i], B, &items, 0));
+    gf_adamw_cfg ac;
+    gf_schedule_cfg sch;
+    gf_recipe_optim_cfg(&r, &ac, &sch);
+    gf_adamw_state st[3];
+    int64_t checked0 = gf_cuda_bf16_checked(NULL), stale = 0;
+    const int mode0 = gf_cuda_bf16_reuse(-1);
+    gf_step_out out[3][K];
+    for (int i = 0; i < 3; i++) {
+        gf_adamw_reset(s[i].params, &st[i]);
+        s[i].ctx.training = 1;
+        gf_cuda_bf16_reuse(i == 0 ? 0 : 2);
+        for (int64_t step = 0; step < K; step++) {
+            int64_t rows = 0;
+            GF_REQUIRE_OK(gf_session_next(&s[i], &rows));
+            if (rows == 0) GF_REQUIRE_OK(gf_session_next(&s[i], &rows));
+            gf_rng_seed(&s[i].rng, (uint64_t)r.run.seed ^ ((uint64_t)(step + 1) * 0x9E3779B97F4A7C15ull));
+            gf_step_in in = {.rows = rows, .lo = 0, .n = rows, .clip = r.optim.clip, .defer = 1,
+                             .lr = gf_schedule_lr(&sch, step, (items + B - 1) / B, K)};
+            gf_step_out o;
+            GF_REQUIRE_OK(gf_train_step(&s[i], &st[i], &ac, &in, &o));
+        }
+        int n = 0;
+        GF_REQUIRE_OK(gf_train_flush(&s[i], &st[i], out[i], &n));
+        GF_REQUIRE(n == K, "%s: %d records of %d steps", family, n, K);
+    }
+    gf_cuda_bf16_reuse(mode0);
+    const int64_t checked = gf_cuda_bf16_checked(&stale) - checked0;
+    for (int i = 1; i < 3; i++)
+        for (int k = 0; k < K; k++)
+            GF_CHECK(memcmp(&out[0][k].loss, &out[i][k].loss, sizeof(float)) == 0 &&
+                         out[0][k].grad_norm == out[i][k].grad_norm,
+                     "%s step %d: loss %.9g, gradient norm %.17g rounding at each product; %.9g, %.17g reusing copies "
+                     "(%s)", family, k + 1, (double)out[0][k].loss, out[0][k].grad_norm, (double)out[i][k].loss,
+                     out[i][k].grad_norm, i == 1 ? "CUDA graphs" : "no graphs");
+    GF_CHECK(checked > 0 && stale == 0, "%s: %lld reused copies checked, %lld not their source's rounding", family,
+             (long long)checked, (long long)stale);
+    const int64_t n = s[0].params->n;
+    float *w[2] = {malloc((size_t)n * sizeof(float)), malloc((size_t)n * sizeof(float))};
+    uint16_t *m16 = malloc((size_t)n * sizeof(uint16_t));
+    GF_REQUIRE(w[0] && w[1] && m16, "out of memory");
+    for (int i = 0; i < 2; i++) GF_REQUIRE_OK(gf_params_get(s[i].params, GF_PP_DATA, w[i]));
+    GF_CHECK(memcmp(w[0], w[1], (size_t)n * sizeof(float)) == 0, "%s: the weights differ after %d steps", family, K);
+    /* the mirror, after AdamW's steps, then after the weights are set from the host (a resume) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int64_t j = 0; j < n; j++) w[1][j] = (float)((j * 7919) % 1009) / 1009.0f - 0.5f;
+            GF_REQUIRE_OK(gf_params_set(s[1].params, GF_PP_DATA, w[1]));
+        }
+        GF_REQUIRE_OK(gf_cuda_download(m16, s[1].params->data16, (size_t)n * sizeof(uint16_t)));
+        int64_t bad = 0;
+        for (int64_t j = 0; j < n; j++) bad += m16[j] != bf16_bits(w[1][j]);
+        GF_CHECK(bad == 0, "%s: %lld of %lld mirrored weights are not their weight's rounding (%s)", family,
+                 (long long)bad, (long long)n, pass ? "after gf_params_set" : "after AdamW");
+    }
+    printf("  %s bf16, %d steps: the same bits with every operand rounded at its product; %lld reused copies checked\n",
+           family, K, (long long)checked);
+    free(m16);
+    free(w[0]);
+    free(w[1]);
+    for (int i = 2; i >= 0; i--) gf_session_close(&s[i]);
+}
+
+GF_TEST(cuda, bf16_reuse_keeps_the_bits_grassmann) { bf16_reuse_in("grassmann"); }
+GF_TEST(cuda, bf16_reuse_keeps_the_bits_transformer) { bf16_reuse_in("transformer"); }
+
 /* metrics.tsv row by row: the same rows (step, epoch, split), the same missing perplexities (a
  * skipped step's), losses within tol (non-finite ones alike); at least min_rows of them */
 static void metrics_close(const char *a_dir, const char *b_dir, double tol, int min_rows) {

@@ -90,6 +90,8 @@ gf_status gf_ctx_use_cuda(gf_ctx *ctx, size_t first_bytes) {
     GF_TRY(gf_cuda_init());
     gf_cuda_arena *a = calloc(1, sizeof *a);
     if (!a) return gf_error_set(GF_E_NOMEM, "device step arena: out of host memory");
+    static int64_t serials;
+    a->serial = ++serials;
     a->min_chunk = first_bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : first_bytes;
     gf_status st;
     a->first = a->head = chunk_new(a, a->min_chunk, &st);
@@ -252,8 +254,10 @@ void gf_cuda_arena_reset(gf_cuda_arena *a) {
     a->n_fed = 0;
     debug_free(a);
     if (a->first->next) {
-        /* coalesce the chain into one chunk sized to the high-water mark */
-        size_t cap = a->high_water < a->min_chunk ? a->min_chunk : a->high_water;
+        /* coalesce the chain into one chunk of the high-water mark and a sixteenth more (and 1 MiB):
+         * a later step a little larger than the first (a timed step's marker node, 512 bytes) fits */
+        size_t cap = a->high_water + a->high_water / 16 + ((size_t)1 << 20);
+        cap = cap < a->min_chunk ? a->min_chunk : cap;
         free_chain(a->first);
         a->first = a->head = chunk_new_or_abort(a, cap);
     }

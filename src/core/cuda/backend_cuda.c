@@ -61,6 +61,29 @@ static gf_status cuda_params_from_host(gf_params *p) {
     return GF_OK;
 }
 
+static void drop_bf16(gf_params *p) {
+    if (!p->data16) return;
+    gf_cuda_bf16_mirror_remove(p->data);
+    gf_cuda_free(p->data16);
+    p->data16 = NULL;
+}
+
+/* data16 = bf16(data), allocated at the first call and registered for cu_gemm_rm */
+static gf_status cuda_params_keep_bf16(gf_params *p) {
+    if (!p->data16) {
+        void *d = NULL;
+        GF_TRY(gf_cuda_malloc(&d, (size_t)(p->n ? p->n : 1) * 2));
+        gf_status st = gf_cuda_bf16_mirror_add(p->data, p->n, d);
+        if (st) {
+            gf_cuda_free(d);
+            return st;
+        }
+        p->data16 = d;
+    }
+    gf_cuda_to_bf16(p->data16, p->n, p->data, p->n, 1, p->n);
+    return GF_OK;
+}
+
 static gf_status cuda_params_to_host(gf_params *p) {
     float *blk[GF_PP_COUNT] = {0};
     GF_TRY(gf_params_host_arrays(p->n, blk));
@@ -70,6 +93,7 @@ static gf_status cuda_params_to_host(gf_params *p) {
         for (int i = 0; i < GF_PP_COUNT; i++) free(blk[i]);
         return st;
     }
+    drop_bf16(p);
     gf_cuda_free(p->data);
     gf_cuda_free(p->chunks);
     p->chunks = NULL;
@@ -83,6 +107,7 @@ static void cuda_zero(float *x, int64_t n) {
 }
 
 static void cuda_params_free(gf_params *p) {
+    drop_bf16(p);
     gf_cuda_free(p->data); /* the base of the one allocation (cuda_params_from_host) */
     gf_cuda_free(p->chunks);
 }
@@ -100,6 +125,7 @@ const gf_backend gf_backend_cuda = {
     .zero = cuda_zero,
     .sumsq = gf_cuda_sumsq,
     .params_free = cuda_params_free,
+    .params_keep_bf16 = cuda_params_keep_bf16,
     .ops = &gf_backend_ops_cuda,
     .optim = &gf_backend_optim_cuda,
 };

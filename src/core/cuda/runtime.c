@@ -352,6 +352,13 @@ const void *gf_cuda_const(const void *host, size_t bytes) {
     return c->dev;
 }
 
+int64_t gf_cuda_chunk_bytes(int64_t set) {
+    static int64_t bytes = (int64_t)512 << 20;
+    const int64_t was = bytes;
+    if (set > 0) bytes = set;
+    return was;
+}
+
 void *gf_cuda_scratch(size_t bytes) {
     if (bytes <= rt.scratch_bytes) return rt.scratch;
     const int captured = rt.capturing; /* a captured step that needs more: dropped, run again */

@@ -14,6 +14,7 @@
  * A fresh gradient is stored (beta 0, a store for the sum); a and b may be one tensor. */
 void cu_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G) {
     const int64_t Da = gf_tensor_cols(a);
+    const int held = cu_bf16_hold(ctx, G, gf_tensor_rows(a), w->shape[0], w->shape[0]); /* bf16: G rounded once */
     cu_linear_dx_cols(ctx, a, w, 0, G);
     cu_linear_dx_cols(ctx, b, w, Da, G);
     if (gf_needs_grad(w)) {
@@ -21,6 +22,7 @@ void cu_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *
         cu_linear_dw_cols(ctx, a, w, 0, fresh, G);
         cu_linear_dw_cols(ctx, b, w, Da, fresh, G);
     }
+    cu_bf16_release(held);
 }
 
 static void concat_linear_backward_cuda(gf_ctx *ctx, gf_node *n) {

@@ -97,11 +97,12 @@ static inline void cu_ln_gain_shift_grads(gf_ctx *ctx, int stores_fresh, gf_tens
 
 /* dropout_add_layernorm.cu's launches, shared with linear_dropout_add_layernorm.cu:
  * y = LN(x + dropout(f + fb)) (fb (D) NULL: none; the mask keyed on x's rows) recorded as def's
- * node with its n_in inputs (s, the stats and the mask saved); and its backward, dx and df
- * (NULL: not needed; stored where fresh), the gain's and shift's sums */
+ * node with its n_in inputs (s, the stats and the mask saved), y's bf16 copy written where a
+ * bf16 step keeps one (cu_bf16_keep_out); and its backward, dx and df (NULL: not needed; stored
+ * where fresh; df16: df's bf16 copy to fill, or NULL), the gain's and shift's sums */
 gf_tensor *cu_dal_forward(gf_ctx *ctx, const gf_op_def *def, gf_tensor *x, const float *f, const float *fb, float p,
                           gf_tensor *gamma, gf_tensor *beta, float eps, int n_in, gf_tensor **in);
-void cu_dal_backward(gf_ctx *ctx, const gf_node *n, float *dx, int dx_fresh, float *df, int df_fresh, gf_tensor *gamma,
-                     gf_tensor *beta, int64_t N, int64_t D);
+void cu_dal_backward(gf_ctx *ctx, const gf_node *n, float *dx, int dx_fresh, float *df, int df_fresh,
+                     __nv_bfloat16 *df16, gf_tensor *gamma, gf_tensor *beta, int64_t N, int64_t D);
 
 #endif

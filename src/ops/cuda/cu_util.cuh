@@ -15,6 +15,8 @@
 #include "../op_util.h"
 #include "cuda_ops.h"
 
+#include <cuda_bf16.h>
+
 /* Let `kernel` use `bytes` of dynamic shared memory. Beyond the default 48 KiB a kernel must opt
  * in (cudaFuncSetAttribute), up to what the GPU allows (227 KiB on an H100); the attribute stays
  * with the kernel, so each kernel of this file is set once per size it grows to (a table keyed by
@@ -70,6 +72,35 @@ static inline void *cu_stage(gf_ctx *ctx, const void *host, size_t bytes) {
  * cublasSgemm (TF32 when [run] tf32 set the handle's math mode). Failures are noted. */
 void cu_gemm_rm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* An operand several products read, rounded once (ctx->precision bf16): cu_bf16_hold rounds
+ * src (rows, cols; row stride ld) into a step-arena copy with the same stride and returns 1;
+ * until cu_bf16_release, each cu_gemm_rm operand lying in src with that stride reads the copy.
+ * The caller must not write src meanwhile. It returns 0 and holds nothing in fp32, with
+ * gf_cuda_bf16_reuse off, or when src already has a copy (held, or a mirrored weight), so
+ * `cu_bf16_release(the sum of the returns)`. cu_bf16_hold_for holds a copy without rounding into
+ * it: the caller's kernel writes it, with values that are what products of src must read (the
+ * head's row kernel writes its dlogits rounded, never in fp32). Held copies nest, at most
+ * CU_BF16_HOLDS. */
+#define CU_BF16_HOLDS 8
+int cu_bf16_hold(gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld);
+/* cu_bf16_hold for the rest of the step: a forward's GEMM input that its backward's weight
+ * gradient reads again (linear's x, the Plücker features), rounded once into the step arena and
+ * reused until the arena's reset. Nothing may write src before then (activations are not
+ * rewritten; gf_cuda_bf16_reuse(2) checks each reuse). Nothing in fp32, with reuse off, or when
+ * CU_BF16_KEPT copies are kept (the products round their own). */
+void cu_bf16_keep(gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld);
+/* The producer's rounding: cu_bf16_keep_out and cu_bf16_hold_out register a copy of src as
+ * cu_bf16_keep and cu_bf16_hold do, without rounding into it; the kernel that writes src writes
+ * each element's rounding there too (cu_bf16_put), so no pass of its own rounds src. NULL (nothing
+ * registered; for hold_out nothing to release) in fp32, with reuse off, or when src has a copy. */
+void *cu_bf16_keep_out(gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld);
+void *cu_bf16_hold_out(gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld);
+/* in a producer's kernel: h16[i] = v rounded, where it has a copy to fill (h16 not NULL) */
+__device__ static inline void cu_bf16_put(__nv_bfloat16 *h16, int64_t i, float v) {
+    if (h16) h16[i] = __float2bfloat16_rn(v);
+}
+void *cu_bf16_hold_for(gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld);
+void cu_bf16_release(int n);
 
 /* linear.cu's parts, shared with the fused linear_gelu.cu so both give linear's bits (the CPU's
  * gf_linear_into, gf_linear_grads): y (N, OUT) = x W^T + b (the bias written first, the GEMM

@@ -26,17 +26,19 @@ __global__ static void gate_fwd(float *y, const float *u, const float *bias, con
  * owns element (r, c) of every buffer, so a and b may share one (no __restrict__). */
 struct gate_du {
     float *du, *da, *db;
+    __nv_bfloat16 *du16; /* du's bf16 copy for concat_linear's products (NULL: none) */
     const float *g, *u, *bias, *a, *b;
     int64_t D;
     int store_a, store_b;
     int64_t bytes(int64_t N, int64_t C) const {
         const int64_t per = 5 + (da ? 2 - store_a : 0) + (db ? 2 - store_b : 0); /* g, u, a, b in, du out */
-        return 4 * (per * N * C + (bias ? C : 0));
+        return 4 * (per * N * C + (bias ? C : 0)) + (du16 ? 2 * N * C : 0);
     }
     __device__ float operator()(int64_t r, int64_t c) const {
         const int64_t i = r * D + c;
         const float w = cu_sigmoid(bias ? u[i] + bias[c] : u[i]), v = cu_slerp_dv(g[i], w, a[i], b[i]);
         du[i] = v;
+        cu_bf16_put(du16, i, v);
         if (da) da[i] = (store_a ? 0.0f : da[i]) + g[i] * w;
         if (db) db[i] = (store_b ? 0.0f : db[i]) + g[i] * (1.0f - w);
         return v;
@@ -54,7 +56,9 @@ static void gated_lerp_backward_cuda(gf_ctx *ctx, gf_node *n) {
     float *du = gf_cuda_floats(ctx, N * D); // (N, D)
     const int need_a = gf_needs_grad(a), store_a = need_a && gf_grad_fresh(a);
     const int need_b = gf_needs_grad(b), store_b = need_b && gf_grad_fresh(b); /* a's flag is cleared first: b = a adds */
-    const gate_du f = {du,      need_a ? a->grad : NULL, need_b ? b->grad : NULL, n->out->grad, (const float *)n->saved,
+    /* bf16: du rounded as it is written, for the four products */
+    const gate_du f = {du,      need_a ? a->grad : NULL, need_b ? b->grad : NULL,
+                       (__nv_bfloat16 *)cu_bf16_hold_out(ctx, du, N, D, D), n->out->grad, (const float *)n->saved,
                        bias ? bias->data : NULL, a->data, b->data, D, store_a, store_b};
     if (gf_needs_grad(bias)) {
         cu_colsum(ctx, bias->grad, N, D, gf_grad_fresh(bias), f);
@@ -63,6 +67,7 @@ static void gated_lerp_backward_cuda(gf_ctx *ctx, gf_node *n) {
         GF_CUDA_LAUNCHED("gate_bwd", f.bytes(N, D));
     }
     cu_concat_linear_grads(ctx, a, b, w, du);
+    cu_bf16_release(f.du16 != NULL);
 }
 
 static const gf_op_def gated_lerp_cuda = {"gated_lerp", GF_FAM_GEMM, gated_lerp_backward_cuda, 1};

@@ -5,11 +5,14 @@
  */
 #include "cu_ln.cuh"
 
-__global__ static void ln_fwd(float *y, float *stats, const float *x, const float *gm, const float *bt, int64_t N,
-                              int64_t D, float eps) {
+__global__ static void ln_fwd(float *y, __nv_bfloat16 *y16, float *stats, const float *x, const float *gm,
+                              const float *bt, int64_t N, int64_t D, float eps) {
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
     if (r >= N) return;
-    cu_ln_row(y + r * D, stats + 2 * r, x + r * D, gm, bt, D, eps, threadIdx.x % 32);
+    cu_ln_row(y + r * D, stats + 2 * r, x + r * D, gm, bt, D, eps, lane);
+    if (y16) /* the lane's own elements of the row, as cu_ln_row wrote them */
+        for (int64_t c = lane; c < D; c += 32) cu_bf16_put(y16, r * D + c, y[r * D + c]);
 }
 
 /* backward, per row with xhat = (x - mean) * rstd and dxhat = dy ⊙ gamma:
@@ -43,9 +46,11 @@ gf_tensor *gf_layernorm_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_ten
     gf_tensor *y = cu_tensor_like(ctx, x);
     float *stats = gf_cuda_floats(ctx, 2 * N); // (N, 2)
     if (N > 0) {
+        /* bf16: y rounded as it is written, for the products that read it (a pre-LN block's) */
+        __nv_bfloat16 *y16 = (__nv_bfloat16 *)cu_bf16_keep_out(ctx, y->data, N, D, D);
         ln_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
-            y->data, stats, x->data, gamma->data, beta->data, N, D, eps);
-        GF_CUDA_LAUNCHED("ln_fwd", 4 * (2 * N * D + 2 * D + 2 * N));
+            y->data, y16, stats, x->data, gamma->data, beta->data, N, D, eps);
+        GF_CUDA_LAUNCHED("ln_fwd", 4 * (2 * N * D + 2 * D + 2 * N) + (y16 ? 2 * N * D : 0));
     }
     gf_tensor *in[3] = {x, gamma, beta};
     gf_node *n = gf_tape_record(ctx, &layernorm_cuda, y, 3, in);

@@ -9,8 +9,8 @@
  */
 #include "cu_ln.cuh"
 
-__global__ static void ld_fwd(float *y, float *stats, uint8_t *keep, const float *x, const float *gm, const float *bt,
-                              int64_t N, int64_t D, float eps, cu_drop d) {
+__global__ static void ld_fwd(float *y, __nv_bfloat16 *y16, float *stats, uint8_t *keep, const float *x,
+                              const float *gm, const float *bt, int64_t N, int64_t D, float eps, cu_drop d) {
     const int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (r >= N) return;
@@ -21,6 +21,7 @@ __global__ static void ld_fwd(float *y, float *stats, uint8_t *keep, const float
         const uint8_t k = cu_drop_keeps(d, key, r * D + c);
         keep[r * D + c] = k;
         yr[c] = k ? __fmul_rn(yr[c], d.scale) : 0.0f;
+        cu_bf16_put(y16, r * D + c, yr[c]);
     }
 }
 
@@ -66,10 +67,12 @@ gf_tensor *gf_layernorm_dropout_cuda(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma
     uint8_t *keep = (uint8_t *)gf_cuda_arena_alloc(ctx->cuda, (size_t)(N * D)); // (N, D)
     float *stats = gf_cuda_floats(ctx, 2 * N);                                   // (N, 2)
     gf_tensor *y = cu_tensor_like(ctx, x);
+    /* bf16: y rounded as it is written, for the product that reads it (the FFN's first) */
+    __nv_bfloat16 *y16 = (__nv_bfloat16 *)cu_bf16_keep_out(ctx, y->data, N, D, D);
     if (N > 0) {
         ld_fwd<<<(unsigned)((N + LN_ROWS - 1) / LN_ROWS), 32 * LN_ROWS, 0, gf_cuda_stream()>>>(
-            y->data, stats, keep, x->data, gamma->data, beta->data, N, D, eps, d);
-        GF_CUDA_LAUNCHED("ld_fwd", 4 * (2 * N * D + 2 * D + 2 * N) + N * D);
+            y->data, y16, stats, keep, x->data, gamma->data, beta->data, N, D, eps, d);
+        GF_CUDA_LAUNCHED("ld_fwd", 4 * (2 * N * D + 2 * D + 2 * N) + N * D + (y16 ? 2 * N * D : 0));
     }
     gf_tensor *in[3] = {x, gamma, beta};
     gf_node *n = gf_tape_record(ctx, &layernorm_dropout_cuda, y, 3, in);

@@ -21,8 +21,12 @@ void cu_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0
 }
 
 void cu_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
+    const int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
+    /* in bf16 both products read one rounded copy of G */
+    const int held = gf_needs_grad(x) && gf_needs_grad(w) ? cu_bf16_hold(ctx, G, N, OUT, OUT) : 0;
     cu_linear_dx_cols(ctx, x, w, 0, G);
     if (gf_needs_grad(w)) cu_linear_dw_cols(ctx, x, w, 0, gf_grad_fresh(w), G);
+    cu_bf16_release(held);
 }
 
 /* backward, with G = dL/dY (N, OUT):
@@ -53,6 +57,7 @@ void cu_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
         bias_rows<<<cu_blocks(n, 256), 256, 0, gf_cuda_stream()>>>(y, b->data, n, OUT);
         GF_CUDA_LAUNCHED("bias_rows", 4 * (n + OUT));
     }
+    if (ctx->grad_enabled && gf_needs_grad(w)) cu_bf16_keep(ctx, x->data, N, IN, IN); /* bf16: dW reads it again */
     cu_gemm_rm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, w->shape[1], b || add ? 1.0f : 0.0f, y, OUT);
 }
 

@@ -20,8 +20,11 @@ static void linear_dropout_add_layernorm_backward_cuda(gf_ctx *ctx, gf_node *n) 
     float *dx = NULL;
     int dx_fresh = 0;
     if (gf_needs_grad(x)) { dx = x->grad; dx_fresh = gf_grad_fresh(x); }
-    cu_dal_backward(ctx, n, dx, dx_fresh, df, 1, n->in[4], n->in[5], N, D);
+    /* bf16: df rounded as dal_bwd writes it, for both of linear's products */
+    __nv_bfloat16 *df16 = (__nv_bfloat16 *)cu_bf16_hold_out(ctx, df, N, D, D);
+    cu_dal_backward(ctx, n, dx, dx_fresh, df, 1, df16, n->in[4], n->in[5], N, D);
     cu_linear_grads(ctx, h, w, df);
+    cu_bf16_release(df16 != NULL);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, N, D, gf_grad_fresh(b), cu_rows{df, D});
 }
 

@@ -44,7 +44,8 @@ __device__ static inline int pm_count(int64_t t, const int64_t *offs, int64_t NW
 /* grid (B L), block plk_threads(P); shared: a, c (R each), red (32), pb (P), pair table (P).
  * Also the projection's bias: g[r, :] = b on a valid row (t >= minoff), 0 elsewhere; the GEMM
  * adds to it. */
-__global__ static void pm_fwd(float *pbar, float *norms, float *g, const float *b, const float *z, const int64_t *offs,
+__global__ static void pm_fwd(float *pbar, __nv_bfloat16 *pbar16, float *norms, float *g, const float *b,
+                              const float *z, const int64_t *offs,
                               int64_t NW, int64_t L, int64_t D, int64_t minoff, int R, int P, float eps,
                               int normalize) {
     extern __shared__ float sh[];
@@ -70,7 +71,10 @@ __global__ static void pm_fwd(float *pbar, float *norms, float *g, const float *
         cnt++;
     }
     const float inv = cnt > 1 ? 1.0f / (float)cnt : 1.0f; /* cnt == 0: pb stayed 0 */
-    for (int k = tid; k < P; k += T) pbar[r * P + k] = pb[k] * inv;
+    for (int k = tid; k < P; k += T) {
+        pbar[r * P + k] = pb[k] * inv;
+        cu_bf16_put(pbar16, r * P + k, pbar[r * P + k]);
+    }
     for (int64_t d = tid; d < D; d += T) g[r * D + d] = t >= minoff ? b[d] : 0.0f;
 }
 
@@ -150,11 +154,13 @@ static void plucker_mix_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const int normalize = (int)n->ip[1];
     const float eps = (float)n->fp[0];
 
+    const int held = gf_needs_grad(w) && gf_needs_grad(z) ? cu_bf16_hold(ctx, G, BL, D, D) : 0; /* bf16: once */
     if (gf_needs_grad(w)) cu_gemm_rm(ctx, 1, 0, D, P, BL, G, D, sv->pbar, P, 1.0f, w->grad, P);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, BL, D, 0, pm_valid_rows{G, D, L, minoff});
     if (!gf_needs_grad(z)) return;
     float *dpbar = gf_cuda_floats(ctx, BL * P); // (B*L, P)
     cu_gemm_rm(ctx, 0, 0, BL, P, D, G, D, w->data, P, 0.0f, dpbar, P);
+    cu_bf16_release(held);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pm_bwd_z's shared layout */
     cu_smem_opt_in((const void *)pm_bwd_z, smem, "plucker_mix (r too large for the fused kernel)");
     pm_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->norms, sv->offs,
@@ -180,11 +186,13 @@ gf_tensor *gf_plucker_mix_cuda(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tenso
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_cuda_tensor_new(ctx, 3, gs); // (B, L, D)
     cu_smem_opt_in((const void *)pm_fwd, smem, "plucker_mix (r too large for the fused kernel)");
-    pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, sv->norms, g->data, b->data, z->data,
-                                                                     sv->offs, NW, L, D, minoff, (int)R, (int)P, eps,
-                                                                     normalize);
-    /* z in, pbar and norms out, the offsets; the bias in (once, as cached), g out */
-    GF_CUDA_LAUNCHED("pm_fwd", 4 * (BL * R + BL * P + BL * NW + BL * D + D) + 8 * NW);
+    /* bf16: pbar rounded as it is written, for the projection and its weight gradient */
+    __nv_bfloat16 *pbar16 = (__nv_bfloat16 *)cu_bf16_keep_out(ctx, sv->pbar, BL, P, P);
+    pm_fwd<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(sv->pbar, pbar16, sv->norms, g->data, b->data,
+                                                                     z->data, sv->offs, NW, L, D, minoff, (int)R,
+                                                                     (int)P, eps, normalize);
+    /* z in, pbar (and its copy) and norms out, the offsets; the bias in (once, as cached), g out */
+    GF_CUDA_LAUNCHED("pm_fwd", 4 * (BL * R + BL * P + BL * NW + BL * D + D) + 8 * NW + (pbar16 ? 2 * BL * P : 0));
     cu_gemm_rm(ctx, 0, 1, BL, D, P, sv->pbar, P, w->data, P, 1.0f, g->data, D);
 
     gf_tensor *in[3] = {z, w, b};

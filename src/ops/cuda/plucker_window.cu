@@ -155,14 +155,20 @@ static void plucker_window_backward_cuda(gf_ctx *ctx, gf_node *n) {
     const int normalize = (int)n->ip[3];
     const float eps = (float)n->fp[0];
 
+    /* bf16: G rounded once for its products (two per head) */
+    const int held = (gf_needs_grad(w) ? H : 0) + (gf_needs_grad(z) ? H : 0) > 1 ? cu_bf16_hold(ctx, G, BL, D, D) : 0;
     if (gf_needs_grad(w)) /* pbar is 0 on rows without partners: no mask needed */
         for (int64_t h = 0; h < H; h++)
             cu_gemm_rm(ctx, 1, 0, Dh, Ph, BL, G + h * Dh, D, sv->pbar + h * Ph, P, 1.0f, w->grad + h * Dh * Ph, Ph);
     if (gf_needs_grad(b)) cu_colsum(ctx, b->grad, BL, D, 0, pw_partnered_rows{G, sv->cnt, D});
-    if (!gf_needs_grad(z)) return;
+    if (!gf_needs_grad(z)) {
+        cu_bf16_release(held);
+        return;
+    }
     float *dpbar = gf_cuda_floats(ctx, BL * P); // (B*L, P)
     for (int64_t h = 0; h < H; h++)
         cu_gemm_rm(ctx, 0, 0, BL, Ph, Dh, G + h * Dh, D, w->data + h * Dh * Ph, Ph, 0.0f, dpbar + h * Ph, P);
+    cu_bf16_release(held);
     const size_t smem = (size_t)(3 * R + 32 + 2 * P) * sizeof(float); /* pw_bwd_z's shared layout */
     cu_smem_opt_in((const void *)pw_bwd_z, smem, "plucker_window (r too large for the fused kernel)");
     pw_bwd_z<<<(unsigned)BL, plk_threads(P), smem, gf_cuda_stream()>>>(z->grad, z->data, dpbar, sv->cnt, sv->mask, L,
@@ -191,6 +197,7 @@ gf_tensor *gf_plucker_window_cuda(gf_ctx *ctx, gf_tensor *z, const float *mask, 
                                                                      eps, normalize);
     /* z in, pbar and the counts out, the mask; the bias in (once, as cached), g out */
     GF_CUDA_LAUNCHED("pw_fwd", 4 * (BL * R + BL * P + BL + (sv->mask ? BL : 0) + BL * D + D));
+    if (ctx->grad_enabled && gf_needs_grad(w)) cu_bf16_keep(ctx, sv->pbar, BL, P, P); /* bf16: dW reads it again */
     for (int64_t h = 0; h < H; h++)
         cu_gemm_rm(ctx, 0, 1, BL, Dh, Ph, sv->pbar + h * Ph, P, w->data + h * Dh * Ph, Ph, 1.0f, g->data + h * Dh, D);
 

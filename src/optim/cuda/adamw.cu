@@ -12,7 +12,8 @@
  * The scalars come from the host, computed in double and rounded to float as the CPU does; or,
  * in a pushed step (gf_step_queue_push, gflow/optim.h), from device memory: the decay factors
  * and betas from the step's gf_step_args, step_size and sqrt(bc2) from the step kernel below. With the same inputs, every element gets the CPU's bits.
- * Elements are independent: no reduction, deterministic.
+ * Elements are independent: no reduction, deterministic. A block that keeps its weights' bf16
+ * copy (gf_params_keep_bf16: a bf16 run) gets each new weight rounded there too, in the same pass.
  * Scale (clipping): grad·c per element, a grid-stride loop (c the device's in a pushed step).
  * step_decide: one thread, gf_clip_grad's and the trainer's decisions of a pushed step from Σg²
  * and the loss in device memory: the same doubles (sqrt, max_norm / (norm + 1e-6), lr / bc1[t]:
@@ -22,6 +23,8 @@
 
 #include "optim_cuda.h"
 
+#include <cuda_bf16.h>
+
 #define ADAMW_THREADS 256
 
 /* a full queue of pushed steps never waits for a staging buffer (gflow/cuda.h); asserted here,
@@ -29,7 +32,8 @@
 static_assert(GF_CUDA_STAGES == GF_STEP_RING + 1, "GF_CUDA_STAGES: one staging buffer per queued step, and one");
 
 __global__ static void adamw_chunks(float *__restrict__ data, const float *__restrict__ grad, float *__restrict__ m,
-                                    float *__restrict__ v, const gf_param_chunk *__restrict__ chunks,
+                                    float *__restrict__ v, __nv_bfloat16 *__restrict__ d16,
+                                    const gf_param_chunk *__restrict__ chunks,
                                     gf_adamw_scalars s, const gf_step_dev *__restrict__ dev,
                                     const gf_step_args *__restrict__ args) {
     if (dev) { /* a pushed step: every thread reads the same flag, so all return or none */
@@ -50,6 +54,7 @@ __global__ static void adamw_chunks(float *__restrict__ data, const float *__res
         const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
         w = __fsub_rn(w, __fmul_rn(s.step_size, __fdiv_rn(mi, denom)));
         data[i] = w;
+        if (d16) d16[i] = __float2bfloat16_rn(w);
     }
 }
 
@@ -62,14 +67,19 @@ __global__ static void scale(float *__restrict__ g, int64_t n, float c, const gf
         g[i] = __fmul_rn(g[i], c);
 }
 
+/* data, m, v read and written, grad read, the chunk table; the weights' bf16 copy written */
+static int64_t adamw_bytes(const gf_params *p) {
+    return 4 * 7 * p->n + p->n_chunks * (int64_t)sizeof(gf_param_chunk) + (p->data16 ? 2 * p->n : 0);
+}
+
 extern "C" void gf_adamw_step_cuda(gf_params *p, const gf_adamw_scalars *s) {
     GF_ASSERT(p->device == GF_DEV_CUDA && p->chunks, "gf_adamw_step_cuda: not a device block");
     GF_ASSERT(p->n_chunks <= 0x7fffffff, "gf_adamw_step_cuda: %lld chunks", (long long)p->n_chunks);
     if (p->n_chunks == 0) return;
-    adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, gf_cuda_stream()>>>(p->data, p->grad, p->m, p->v,
-                                                                                 p->chunks, *s, (const gf_step_dev *)NULL,
-                                                                                 (const gf_step_args *)NULL);
-    GF_CUDA_LAUNCHED("adamw_chunks", 4 * 7 * p->n + p->n_chunks * (int64_t)sizeof(gf_param_chunk));
+    adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, gf_cuda_stream()>>>(
+        p->data, p->grad, p->m, p->v, (__nv_bfloat16 *)p->data16, p->chunks, *s, (const gf_step_dev *)NULL,
+        (const gf_step_args *)NULL);
+    GF_CUDA_LAUNCHED("adamw_chunks", adamw_bytes(p));
 }
 
 static void launch_scale(gf_params *p, float c, const gf_step_dev *dev) {
@@ -170,9 +180,10 @@ extern "C" gf_status gf_step_queue_push_cuda(gf_step_queue *q, gf_params *p, con
     GF_CUDA_LAUNCHED("step_bad", (int64_t)sizeof(gf_step_dev));
     launch_scale(p, 1.0f, q->dev);
     if (p->n_chunks > 0) {
-        adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v, p->chunks,
+        adamw_chunks<<<(unsigned)p->n_chunks, ADAMW_THREADS, 0, st>>>(p->data, p->grad, p->m, p->v,
+                                                                      (__nv_bfloat16 *)p->data16, p->chunks,
                                                                       gf_adamw_scalars{}, q->dev, q->args);
-        GF_CUDA_LAUNCHED("adamw_chunks", 4 * 7 * p->n + p->n_chunks * (int64_t)sizeof(gf_param_chunk));
+        GF_CUDA_LAUNCHED("adamw_chunks", adamw_bytes(p));
     }
     return GF_OK;
 }

@@ -27,4 +27,7 @@ static inline float __bfloat162float(__nv_bfloat16 h) {
     return f;
 }
 
+/* the bits of h */
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+
 #endif
