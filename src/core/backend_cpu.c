@@ -51,6 +51,7 @@ const gf_backend gf_backend_cpu = {
     .zero = cpu_zero,
     .sumsq = cpu_sumsq,
     .params_free = cpu_params_free,
+    .params_keep_bf16 = NULL, /* the CPU's products round their operands as they pack them */
     .ops = &gf_backend_ops_cpu,
     .optim = NULL,
 };
