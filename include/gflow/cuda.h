@@ -128,6 +128,7 @@ void *gf_cuda_scratch(size_t bytes);
  * round each operand at its product, as before either existed; 2 as 1, and each copy a product
  * reuses is first compared with a fresh rounding of its source (gf_cuda_bf16_check: a kernel and
  * a wait per product, skipped in a capture; tests); -1 asks. It returns the previous mode.
+ * gf_cuda_init sets it from GF_CUDA_BF16_REUSE (0, 1 or 2; another value fails the init).
  * gf_cuda_bf16_checked: the copies checked so far, and in *stale how many differed. */
 void gf_cuda_to_bf16(void *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols);
 gf_status gf_cuda_bf16_mirror_add(const float *base, int64_t n, const void *m16);

@@ -165,6 +165,7 @@ static int launches_of2(int layers, const char *more, const char *more2, double 
     snprintf(log, sizeof log, "%s/bench_launches_%d_%s_%s.log", gf_test_tmpdir(), layers, more ? more : "base",
              more2 ? more2 : "-");
     snprintf(set, sizeof set, "model.n_layers=%d", layers);
+    remove(log); /* the spawn appends: a second bench of the same settings reads its own output */
     /* a 512-token vocabulary: the head's kernels are counted all the same, and the emulator's
      * products of the default 30,522-token head took most of the test's time */
     const char *args[] = {"bench", rel_base_recipe(), "--set", "run.device=cuda", "--set", set, "--set",
@@ -273,6 +274,19 @@ GF_TEST(cuda, bench_counts_bf16_roundings) {
              "18)", layer, b[1] - b[0]);
     GF_CHECK(rest == 21 + 1, "the bf16 step outside the layers: %g kernels (want 22)", rest);
     GF_CHECK(tk[1] - tk[0] == 16 + 2, "a bf16 Transformer layer: %g kernels (want 18)", tk[1] - tk[0]);
+    /* GF_CUDA_BF16_REUSE=0: each product rounds both its operands (2 × 18 kernels a layer more than
+     * fp32, and the head's per product), as before the copies were reused; a bad value is refused */
+    double ok[2], ob[2], om[2];
+    setenv("GF_CUDA_BF16_REUSE", "0", 1);
+    for (int l = 0; l < 2; l++)
+        GF_REQUIRE(launches_of2(l + 1, "run.precision=bf16", NULL, &ok[l], &ob[l], &om[l]) == 0,
+                   "bf16 without reuse, %d layers", l + 1);
+    setenv("GF_CUDA_BF16_REUSE", "yes", 1);
+    GF_CHECK(launches_of2(1, "run.precision=bf16", NULL, &ok[0], &ob[0], &om[0]) != 0,
+             "GF_CUDA_BF16_REUSE=yes: the bench ran");
+    unsetenv("GF_CUDA_BF16_REUSE");
+    GF_CHECK(ok[1] - ok[0] == 16 + 2 * 18, "a bf16 GrassmannLM layer without reuse: %g kernels (want 52)",
+             ok[1] - ok[0]);
     printf("  bf16: a GrassmannLM layer %g kernels, %.0f bytes; the rest of the step %g kernels, %.0f bytes; a "
            "Transformer layer %g kernels, %.0f bytes\n", layer, m[1] - m[0], rest, m[0] - (m[1] - m[0]), tk[1] - tk[0],
            tm[1] - tm[0]);

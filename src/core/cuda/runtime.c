@@ -279,7 +279,21 @@ size_t gf_cuda_mem_held(void) { return rt.held; }
 size_t gf_cuda_mem_peak(void) { return rt.peak; }
 void gf_cuda_mem_peak_reset(void) { rt.peak = rt.held; }
 
+/* GF_CUDA_BF16_REUSE=0 rounds each bf16 product's operands at the product, as before their
+ * copies were reused (to measure what reuse saves, or to rule it out); 1 reuses them (the
+ * default); 2 checks each reuse (gf_cuda_bf16_reuse) */
+static gf_status bf16_reuse_from_env(void) {
+    const char *e = getenv("GF_CUDA_BF16_REUSE");
+    if (!e) return GF_OK;
+    if (strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "2"))
+        return gf_error_set(GF_E_INVALID, "GF_CUDA_BF16_REUSE='%s': use 0 (round each operand at its product), 1 "
+                            "(reuse the rounded copies, the default) or 2 (reuse and check each)", e);
+    gf_cuda_bf16_reuse(e[0] - '0');
+    return GF_OK;
+}
+
 static gf_status init_once(void) {
+    GF_TRY(bf16_reuse_from_env());
     gf_cuda_info info;
     gf_cuda_probe(&info);
     if (info.n_devices == 0) return gf_error_set(GF_E_INVALID, "no CUDA device visible (%s)", info.why);
