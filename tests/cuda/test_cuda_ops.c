@@ -225,6 +225,28 @@ GF_TEST(cuda, device_arena_steady_state) {
 
 /* GF_CUDA_ARENA_DEBUG=1 (the compute-sanitizer runs): every request of a step is its own
  * cudaMalloc, all freed at the reset, and the step computes the same bits as in the bump arena. */
+/* A later step a little larger than the first (a timed bench step's marker node, 512 bytes) fits
+ * the coalesced chunk: reset sizes it to the high-water mark and a sixteenth more (and 1 MiB), so
+ * it calls no cudaMalloc (device_arena_mallocs_timed was 2 on the bf16 quickstart when the chunk
+ * was the high-water mark exactly). */
+GF_TEST(cuda, device_arena_fits_a_slightly_larger_step) {
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    GF_REQUIRE_OK(gf_ctx_use_cuda(&ctx, 0)); /* a 1 MiB first chunk */
+    for (int i = 0; i < 6; i++) gf_cuda_arena_alloc(ctx.cuda, (size_t)1 << 20); /* a first step of 6 MiB: chained */
+    gf_ctx_reset(&ctx);
+    const int64_t mallocs = ctx.cuda->n_mallocs;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 6; i++) gf_cuda_arena_alloc(ctx.cuda, (size_t)1 << 20);
+        gf_cuda_arena_alloc(ctx.cuda, 512 + 4096 * (size_t)step); /* a little more each step */
+        gf_ctx_reset(&ctx);
+    }
+    GF_CHECK(ctx.cuda->n_mallocs == mallocs, "cudaMalloc in later steps a little larger than the first: %lld, then %lld",
+             (long long)mallocs, (long long)ctx.cuda->n_mallocs);
+    GF_CHECK_OK(gf_cuda_sync());
+    gf_ctx_free(&ctx);
+}
+
 GF_TEST(cuda, device_arena_debug_mode) {
     int32_t ids[4 * 64];
     chain_user u = {ids, 4, 64};
