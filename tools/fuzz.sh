@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/fuzz.sh — build gflow's libFuzzer harnesses (tests/fuzz/) with clang and run each.
 #   tools/fuzz.sh [SECONDS] [--runs N] [--only NAME] [--jobs J]
-# SECONDS (default 30) per harness, or --runs N executions each. The library sources are
+# SECONDS (default 30) per harness, or --runs N executions each; as many harnesses at once as
+# there are cores (--jobs J: one at a time, each with J libFuzzer workers). The library sources are
 # compiled here directly with clang -fsanitize=fuzzer-no-link,address,undefined into
 # build-fuzz/ (no meson involvement: the normal build stays gcc). Seeds: tests/fuzz/corpus/<name>
 # (+ generated checkpoints / token caches); the working corpus and any crash-* files go to
@@ -35,14 +36,20 @@ sed "s/@VCS_TAG@/$desc/" src/core/describe.c.in > "$out/describe.c.new"
 cmp -s "$out/describe.c.new" "$out/describe.c" || mv "$out/describe.c.new" "$out/describe.c"
 cflags="$cflags -DGF_VERSION=\"$ver\" -DGF_BUILD_OPTS=\"fuzz-build\" -DGF_BUILD_CPU=\"default\" -DGF_BUILD_BLAS=\"openblas\" -DGF_BUILD_TYPE=\"fuzz\""
 # the library: every src/ stage except the CLI (same set as gf_src in meson)
+# Compiles and harness runs go $par at a time (each is one process on one core).
+par=$(nproc 2>/dev/null || echo 1)
+throttle() { while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n; done; }
 objs=()
 for f in "$out/describe.c" src/core/*.c src/ops/*.c src/nn/*.c src/optim/*.c src/data/*.c src/recipe/*.c src/train/*.c; do
   o="$out/obj/$(echo "$f" | tr / _).o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "include/gflow" -nt "$o" ]; then
-    $CC $cflags -fopenmp -c "$f" -o "$o" || { echo "fuzz: compiling $f failed"; echo "0 passed, 1 failed"; exit 1; }
+    throttle
+    { $CC $cflags -fopenmp -c "$f" -o "$o.tmp" && mv "$o.tmp" "$o"; } || { rm -f "$o.tmp"; echo "fuzz: compiling $f failed"; } &
   fi
   objs+=("$o")
 done
+wait
+for o in "${objs[@]}"; do [ -f "$o" ] || { echo "0 passed, 1 failed"; exit 1; }; done
 o="$out/obj/spm_wrap.o"
 if [ ! -f "$o" ] || [ src/data/spm_wrap.cc -nt "$o" ]; then
   $CXX -std=c++17 -O1 -g $san -fsanitize=fuzzer-no-link -Iinclude -Isrc -c src/data/spm_wrap.cc -o "$o" || exit 1
@@ -57,18 +64,21 @@ harnesses=(recipe ckpt snli token_cache wordpiece)
 pass=0; fail=0
 for h in "${harnesses[@]}"; do
   [ -n "$only" ] && [ "$only" != "$h" ] && continue
+  rm -f "$out/fuzz_$h"; throttle
   { $CC $cflags -c "tests/fuzz/fuzz_$h.c" -o "$out/obj/fuzz_$h.o" &&
-    $CXX $san -fsanitize=fuzzer "$out/obj/fuzz_$h.o" "${objs[@]}" -o "$out/fuzz_$h" $libs; } || {
-    echo "fuzz: building fuzz_$h failed"; fail=$((fail + 1)); continue; }
+    $CXX $san -fsanitize=fuzzer "$out/obj/fuzz_$h.o" "${objs[@]}" -o "$out/fuzz_$h" $libs; } &
+done
+wait
+for h in "${harnesses[@]}"; do
+  [ -n "$only" ] && [ "$only" != "$h" ] && continue
+  [ -x "$out/fuzz_$h" ] || { echo "fuzz: building fuzz_$h failed"; fail=$((fail + 1)); }
 done
 work="$out/work"
 mkdir -p "$work/seeds/ckpt" "$work/seeds/token_cache"
 ASAN_OPTIONS=detect_leaks=0 "$out/make_seeds" "$work/seeds" || { echo "fuzz: make_seeds failed"; }
-for h in "${harnesses[@]}"; do
-  [ -n "$only" ] && [ "$only" != "$h" ] && continue
-  [ -x "$out/fuzz_$h" ] || continue
+run_harness() {   # run_harness NAME: its libFuzzer run, its exit status in $out/fuzz_NAME.rc
+  local h=$1 seeds=() limit log
   mkdir -p "$work/corpus_$h"
-  seeds=()
   [ -d "tests/fuzz/corpus/$h" ] && seeds+=("tests/fuzz/corpus/$h")   # ckpt has only generated seeds
   [ -d "$work/seeds/$h" ] && seeds+=("$work/seeds/$h")
   limit=(-max_total_time="$secs")
@@ -78,9 +88,20 @@ for h in "${harnesses[@]}"; do
   (cd "$work" && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      "../fuzz_$h" "${limit[@]}" -max_len=8192 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
      $( [ "$jobs" -gt 1 ] && echo "-jobs=$jobs -workers=$jobs" ) -artifact_prefix="./crash-$h-" "corpus_$h" "${seeds[@]/#/../../}" ) >"$log" 2>&1
-  rc=$?
+  echo $? > "$out/fuzz_$h.rc"
+}
+ran=()
+[ "$jobs" -gt 1 ] && par=1   # --jobs: libFuzzer's own workers fill the cores
+for h in "${harnesses[@]}"; do
+  [ -n "$only" ] && [ "$only" != "$h" ] && continue
+  [ -x "$out/fuzz_$h" ] || continue
+  rm -f "$out/fuzz_$h.rc"; throttle; run_harness "$h" & ran+=("$h")
+done
+wait
+for h in "${ran[@]}"; do
+  log="$out/fuzz_$h.log"; rc=$(cat "$out/fuzz_$h.rc" 2>/dev/null || echo 1)
   execs=$(grep -h 'stat::number_of_executed_units' "$log" 2>/dev/null | awk '{s += $2} END {print s + 0}')
-  if [ $rc = 0 ]; then
+  if [ "$rc" = 0 ]; then
     pass=$((pass + 1)); echo "fuzz $h: ok, $execs executions ($(ls "$work/corpus_$h" | wc -l) corpus files)"
   else
     fail=$((fail + 1)); echo "fuzz $h: FAILED (rc $rc, $execs executions); see $log and $work/crash-$h-*"
