@@ -3,7 +3,9 @@
 # -Demulate_cuda=true; docs/cuda.md "The emulator"), twice and at once: the blocks and the threads
 # of each block in index order, and last first (GF_CUDA_EMU_ORDER=reverse), since each order exposes
 # the shared-memory reads without a barrier that the other hides (and a "last block" taken by
-# index). Prints one summed "N passed, M failed" last; non-zero exit on any failure.
+# index). The second also sums each product's terms last first (GF_CUDA_EMU_GEMM=reverse_k), so the
+# suite's CUDA-against-CPU tolerances hold for products that are not the CPU's bits, as cuBLAS's
+# are not on a GPU. Prints one summed "N passed, M failed" last; non-zero exit on any failure.
 # Default BUILD_DIR: build-emu
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,15 +19,15 @@ P=0; F=0; rc=0
 # The two orders run at once, each in its own process (the emulator runs a kernel's blocks on one
 # thread: the two take ~60 % of their time one after the other); their logs print in order after.
 orders=(index reverse)
-declare -A log pid
+declare -A log pid gemm=([index]=blas [reverse]=reverse_k)
 for order in "${orders[@]}"; do
   log[$order]=$(mktemp)
-  GF_CUDA_EMU_ORDER=$order "$build/tests/gf_tests" --suite cuda >"${log[$order]}" 2>&1 &
+  GF_CUDA_EMU_ORDER=$order GF_CUDA_EMU_GEMM=${gemm[$order]} "$build/tests/gf_tests" --suite cuda >"${log[$order]}" 2>&1 &
   pid[$order]=$!
 done
 for order in "${orders[@]}"; do
   wait "${pid[$order]}"; r=$?
-  echo "--- suite cuda on the emulator, threads in $order order"
+  echo "--- suite cuda on the emulator, threads in $order order, products GF_CUDA_EMU_GEMM=${gemm[$order]}"
   cat "${log[$order]}"
   read -r p f < <(grep -E '^[0-9]+ passed, [0-9]+ failed$' "${log[$order]}" | tail -1 | awk '{print $1, $3}')
   rm -f "${log[$order]}"

@@ -4,7 +4,7 @@
  * pointer handed to a kernel or to an atomic, threads waiting at different barriers, a shuffle in a partial warp,
  * launch configurations over a GPU's limits, pinned host memory written while a copy from it
  * is in flight, and (under AddressSanitizer) a read past a buffer of the device step arena do
- * not pass. The kernels are emu_kernels.cu; faults end the process, so
+ * not pass; and that its products sum in the order the process asked for (GF_CUDA_EMU_GEMM). The kernels are emu_kernels.cu; faults end the process, so
  * those cases run in a child and read its stderr.
  */
 #include "cuda_check.h"
@@ -254,6 +254,58 @@ GF_TEST(cuda, emulator_checks_copies_and_gemm_operands) {
     GF_CHECK(gf_cublas.sgemm(gf_cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &zero, d, 4) ==
                  CUBLAS_STATUS_SUCCESS, "a GEMM inside its allocation");
     GF_CHECK(dies_with(gemm_past_end, d, "not (wholly) in device memory"), "a GEMM operand past its allocation");
+    gf_cuda_free(d);
+}
+
+/* The emulator's products sum their k terms first to last (OpenBLAS, the CPU's bits), or last first
+ * under GF_CUDA_EMU_GEMM=reverse_k (tools/test_cuda_emu.sh runs the suite's second pass so): both
+ * cuBLAS calls, every transposition, against the host's sum in the order the process runs.
+ * op(A) rows [1, 2^24, -2^24] and [-2^24, 2^24, 1], op(B) = [1, 1, 2]: every term exact in bf16,
+ * and the first row sums to -2^24 one way and 1 - 2^24 the other. */
+GF_TEST(cuda, emulator_gemm_summation_order) {
+    const char *g = getenv("GF_CUDA_EMU_GEMM");
+    const int reverse = g && !strcmp(g, "reverse_k");
+    const float p24 = 16777216.0f, a[2][3] = {{1, p24, -p24}, {-p24, p24, 1}}, b[3] = {1, 1, 2};
+    float want[2], other[2];
+    for (int i = 0; i < 2; i++) {
+        float f = 0, r = 0;
+        for (int j = 0; j < 3; j++) f = fmaf(a[i][j], b[j], f);
+        for (int j = 2; j >= 0; j--) r = fmaf(a[i][j], b[j], r);
+        want[i] = reverse ? r : f;
+        other[i] = reverse ? f : r;
+    }
+    GF_CHECK(want[0] != other[0], "the two orders give the same sum: the test could not fail");
+    float *d = NULL;
+    GF_REQUIRE_OK(gf_cuda_malloc((void **)&d, 16 * sizeof(float)));
+    const float one = 1.0f, zero = 0.0f;
+    for (int bf = 0; bf < 2; bf++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                /* column-major storage: op N, A is 2 x 3 (lda 2); op T, A is 3 x 2 (lda 3); B 3 x 1 or 1 x 3 */
+                float ha[6], hb[3];
+                uint16_t ha16[6], hb16[3];
+                for (int i = 0; i < 2; i++)
+                    for (int j = 0; j < 3; j++) ha[ta ? j + 3 * i : i + 2 * j] = a[i][j];
+                for (int j = 0; j < 3; j++) hb[j] = b[j];
+                for (int i = 0; i < 6; i++) { uint32_t u; memcpy(&u, &ha[i], 4); ha16[i] = (uint16_t)(u >> 16); }
+                for (int i = 0; i < 3; i++) { uint32_t u; memcpy(&u, &hb[i], 4); hb16[i] = (uint16_t)(u >> 16); }
+                float *A = d, *B = d + 6, *C = d + 12, got[2] = {0};
+                GF_CHECK_OK(gf_cuda_upload(A, bf ? (void *)ha16 : (void *)ha, bf ? sizeof ha16 : sizeof ha));
+                GF_CHECK_OK(gf_cuda_upload(B, bf ? (void *)hb16 : (void *)hb, bf ? sizeof hb16 : sizeof hb));
+                const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+                const int lda = ta ? 3 : 2, ldb = tb ? 1 : 3;
+                cublasStatus_t st =
+                    bf ? gf_cublas.gemm_ex(gf_cuda_blas(), oa, ob, 2, 1, 3, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF,
+                                           ldb, &zero, C, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                       : gf_cublas.sgemm(gf_cuda_blas(), oa, ob, 2, 1, 3, &one, A, lda, B, ldb, &zero, C, 2);
+                GF_CHECK(st == CUBLAS_STATUS_SUCCESS, "%s (op %c, %c): status %d", bf ? "GemmEx" : "Sgemm",
+                         ta ? 'T' : 'N', tb ? 'T' : 'N', (int)st);
+                GF_CHECK_OK(gf_cuda_download(got, C, sizeof got));
+                for (int i = 0; i < 2; i++)
+                    GF_CHECK(got[i] == want[i], "%s (op %c, %c), row %d: %.1f, want %.1f (summed %s)",
+                             bf ? "GemmEx" : "Sgemm", ta ? 'T' : 'N', tb ? 'T' : 'N', i, got[i], want[i],
+                             reverse ? "last first" : "first to last");
+            }
     gf_cuda_free(d);
 }
 

@@ -27,8 +27,13 @@ float gf_golden_scalar(const gf_tensor *t) {
     return v;
 }
 
+/* adamw: the AdamW steps' losses and gradient norms. The first step moves every weight by about
+ * lr * sign(g), so a gradient at rounding-noise level moves its weight by ±lr, and the next steps
+ * carry it on: with the products summed in other orders (the CUDA emulator's GF_CUDA_EMU_GEMM=
+ * reverse_k and 12 random orders of k, 2026-11-28) grassmann_post_B reached 1.44e-4, the others
+ * 2.5e-5 at most (CPU here: 3.1e-5). A GPU's cuBLAS sums in its own order. */
 const gf_golden_tol gf_golden_fp32_tol = {.logit_abs = 3e-5, .logit_rel = 1e-5, .loss = 1e-5, .grad = 1e-4,
-                                           .adamw = 1e-4};
+                                           .adamw = 5e-4};
 
 /* worst |Δ| over the logits; the first one out of tolerance is reported */
 static double compare_logits(const gf_tensor *logits, const gf_safetensors_tensor *ref, const gf_golden_tol *tol) {

@@ -622,6 +622,57 @@ static float *to_tf32(const float *a, int rows, int cols, int ld) {
     return t;
 }
 
+/* The product both cuBLAS calls end in: OpenBLAS's cblas_sgemm, the CPU backend's own, so an emulated
+ * product has the CPU's bits. GF_CUDA_EMU_GEMM=reverse_k sums each product's terms last first
+ * instead (the operands copied with the k axis reversed), another order of summation, as cuBLAS's
+ * differs from OpenBLAS's on a GPU: the suite's CUDA-against-CPU tolerances are checked with
+ * products that are not the CPU's bits. Another value aborts. */
+static bool gemm_reverse_k(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *g = getenv("GF_CUDA_EMU_GEMM");
+        if (!g || !*g || !strcmp(g, "blas")) mode = 0;
+        else if (!strcmp(g, "reverse_k")) mode = 1;
+        else {
+            fprintf(stderr, "gflow CUDA emulator: GF_CUDA_EMU_GEMM=%s: the products are blas (the default) or reverse_k\n", g);
+            exit(2);
+        }
+    }
+    return mode == 1;
+}
+
+/* a (rows, cols) column-major matrix with leading dimension ld, its k axis (the rows when
+ * k_rows, else the columns) reversed */
+static float *reversed_k(const float *x, int rows, int cols, int ld, bool k_rows) {
+    float *r = (float *)malloc((size_t)cols * (size_t)ld * sizeof(float));
+    if (!r) return NULL;
+    for (size_t j = 0; j < (size_t)cols; j++)
+        for (size_t i = 0; i < (size_t)rows; i++)
+            r[j * (size_t)ld + i] = k_rows ? x[j * (size_t)ld + (size_t)rows - 1 - i]
+                                           : x[((size_t)cols - 1 - j) * (size_t)ld + i];
+    return r;
+}
+
+static cublasStatus_t emu_sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    float *ra = NULL, *rb = NULL;
+    if (gemm_reverse_k() && k > 1) {
+        ra = ta == CUBLAS_OP_N ? reversed_k(A, m, k, lda, false) : reversed_k(A, k, m, lda, true);
+        rb = tb == CUBLAS_OP_N ? reversed_k(B, k, n, ldb, true) : reversed_k(B, n, k, ldb, false);
+        if (!ra || !rb) {
+            free(ra);
+            free(rb);
+            return CUBLAS_STATUS_ALLOC_FAILED;
+        }
+    }
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, alpha, ra ? ra : A, lda, rb ? rb : B, ldb,
+                beta, C, ldc);
+    free(ra);
+    free(rb);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 /* the column-major GEMM's shape arguments as cuBLAS accepts them (CUBLAS_STATUS_INVALID_VALUE else) */
 static bool gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc) {
     const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
@@ -677,16 +728,14 @@ static cublasStatus_t sgemm_now(cublasMath_t math, cublasOperation_t ta, cublasO
             return CUBLAS_STATUS_ALLOC_FAILED;
         }
     }
-    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb,
-                beta, C, ldc);
+    const cublasStatus_t st = emu_sgemm(ta, tb, m, n, k, alpha, a32 ? a32 : A, lda, b32 ? b32 : B, ldb, beta, C, ldc);
     free(a32);
     free(b32);
-    return CUBLAS_STATUS_SUCCESS;
+    return st;
 }
 
 /* bf16 inputs, fp32 output and compute: the inputs widened to fp32 (exactly) and multiplied as
- * cublasSgemm does (OpenBLAS), so the emulator checks the operands and the casts, not the tensor
+ * cublasSgemm does (emu_sgemm), so the emulator checks the operands and the casts, not the tensor
  * cores' order of summation */
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
@@ -742,11 +791,10 @@ static cublasStatus_t gemm_bf16_now(cublasOperation_t ta, cublasOperation_t tb, 
         for (size_t i = 0; i < (size_t)ar; i++) a32[j * (size_t)lda + i] = __bfloat162float(a16[j * (size_t)lda + i]);
     for (size_t j = 0; j < (size_t)bc; j++)
         for (size_t i = 0; i < (size_t)br; i++) b32[j * (size_t)ldb + i] = __bfloat162float(b16[j * (size_t)ldb + i]);
-    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, al, a32, lda, b32, ldb, be, c, ldc);
+    const cublasStatus_t st = emu_sgemm(ta, tb, m, n, k, al, a32, lda, b32, ldb, be, c, ldc);
     free(a32);
     free(b32);
-    return CUBLAS_STATUS_SUCCESS;
+    return st;
 }
 
 cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, const float *x, int incx, float *y,
