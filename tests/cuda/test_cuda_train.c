@@ -523,9 +523,9 @@ GF_TEST(cuda, tf32_recipe_key_sets_math_mode) {
 /* ---- training ---- */
 
 /* K steps on both devices through gf_train_step, as the trainer drives it */
-/* tol: the loss's relative bound for steps 1-20 (10x after: the runs drift apart), the gradient
- * norm's and the validation loss's 10x */
-static void steps_match_in(const char *family, gf_precision prec, double tol) {
+/* tol: the loss's relative bound for steps 1-20 (10x after: the runs drift apart) and the
+ * validation loss's 10x; gn_tol the gradient norm's */
+static void steps_match_in(const char *family, gf_precision prec, double tol, double gn_tol) {
     enum { K = 60, B = 8 };
     gf_recipe rc, rg;
     GF_REQUIRE_OK(tiny_recipe(&rc, "steps", family, K, GF_DEV_CPU));
@@ -608,7 +608,7 @@ static void steps_match_in(const char *family, gf_precision prec, double tol) {
             worst_gn = fmax(worst_gn, dg);
             GF_CHECK(dl <= (k < 20 ? tol : 10 * tol), "%s step %lld: loss %.9g on the GPU, %.9g on the CPU (rel %.3g)",
                      family, (long long)k + 1, (double)og_k->loss, (double)oc_k->loss, dl);
-            GF_CHECK(dg <= 10 * tol, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
+            GF_CHECK(dg <= gn_tol, "%s step %lld: gradient norm %.9g on the GPU, %.9g on the CPU (rel %.3g)", family,
                      (long long)k + 1, og_k->grad_norm, oc_k->grad_norm, dg);
         }
         if (gf_test_failed_now()) break;
@@ -628,12 +628,16 @@ static void steps_match_in(const char *family, gf_precision prec, double tol) {
     gf_session_close(&c);
 }
 
-GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match_in("grassmann", GF_PREC_FP32, 1e-4); }
-GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer", GF_PREC_FP32, 1e-4); }
+GF_TEST(cuda, train_steps_match_cpu_grassmann) { steps_match_in("grassmann", GF_PREC_FP32, 1e-4, 1e-3); }
+GF_TEST(cuda, train_steps_match_cpu_transformer) { steps_match_in("transformer", GF_PREC_FP32, 1e-4, 1e-3); }
 /* [run] precision = bf16 on both devices: the same rounded products; a GEMM input computed on each
- * device flips its bf16 rounding now and then (cuda_check.h, BF16_TOL), so the bound is 30x
- * (measured on the emulator: loss 2.3e-4 in steps 1-20, 6.3e-4 after; gradient norm 7.5e-3, 1.3e-2 under ASan) */
-GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 3e-3); }
+ * device flips its bf16 rounding now and then (cuda_check.h, BF16_TOL), so the loss's bound is 30x
+ * fp32's (measured on the emulator: loss 1.2e-4 to 4.7e-4 in steps 1-20, 5.3e-4 to 7.3e-4 after).
+ * The gradient norm moves more, one step at a time: 1.2e-2 with the CPU's products, 1.7e-2 with
+ * them summed last first (GF_CUDA_EMU_GEMM=reverse_k), 1.3e-2 under ASan, and 3.1e-2 at one step
+ * (45; its loss 4.4e-4 off) with the kernels' multiply-adds contracted, as a GPU's libm and
+ * cuBLAS differ from the CPU's in the last bits too (2026-11-28): bound 0.1 */
+GF_TEST(cuda, train_steps_match_cpu_grassmann_bf16) { steps_match_in("grassmann", GF_PREC_BF16, 3e-3, 0.1); }
 
 /* [run] precision = bf16 reads each product's operands from rounded copies made once (the weights'
  * mirror, the copies ops keep for the step or hold for their products, the head's rounded
