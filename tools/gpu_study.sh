@@ -18,7 +18,16 @@
 #                  90 s (GF_PAPER_LIMIT: a run stopped so keeps last.ckpt, and the next call on the
 #                  still-warm machine resumes it); no run starts with less than 120 s left.
 #   --at-once N    runs trained together on the GPU (default 1; tools/gpu_many.sh measures what pays)
-#   --dry-run      print the plan (done, with the committed run that holds it, or to run) and exit
+#   --repro S      seconds of training for the build check (default 30; 0: none). Every run of a
+#                  table comes from one build, or the newer build reproduces a committed run's
+#                  metrics.tsv byte for byte (issue 46): when a done run's <run>.log names another
+#                  build than this gflow's, the first such run's recipe is trained here for S
+#                  seconds first and its metrics.tsv compared with the committed one's first lines.
+#                  Identical: the done runs stay done, and study.txt records it. Different: every
+#                  done run of another build, or of none named, is run again (this build's rows
+#                  replace them).
+#   --dry-run      print the plan (done, with the committed run that holds it and its build, or to
+#                  run) and exit
 #   --set k=v      passed to every run (the test: run.device=cpu)
 # A finished run's best checkpoint is probed where it lies (`gflow probe curvature` and `pca`:
 # the checkpoint cannot come back), and its files and the probes' tables are packed. Two files
@@ -31,12 +40,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-out="" files=() budget=540 atonce=1 results=docs/results/paper dry=0 sets=()
+out="" files=() budget=540 atonce=1 results=docs/results/paper dry=0 sets=() repro=30
 while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --at-once) atonce=${2:?--at-once needs a count}; shift 2 ;;
     --results) results=${2:?--results needs a directory}; shift 2 ;;
+    --repro) repro=${2:?--repro needs seconds}; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --set) sets+=(--set "${2:?--set needs key=value}"); shift 2 ;;
     -h|--help) usage ;;
@@ -46,6 +56,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] && [ ${#files[@]} -gt 0 ] || usage
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_study: --budget takes whole seconds (got '$budget')" >&2; exit 2; }
+[[ "$repro" =~ ^[0-9]+$ ]] || { echo "gpu_study: --repro takes whole seconds (got '$repro')" >&2; exit 2; }
 [[ "$atonce" =~ ^[1-9]$ ]] || { echo "gpu_study: --at-once takes 1 to 9 (got '$atonce')" >&2; exit 2; }
 for f in "${files[@]}"; do [ -f "$f" ] || { echo "gpu_study: $f: no such ablation file" >&2; exit 2; }; done
 [ -n "${GFLOW:-}" ] || source tools/gpu_env.sh .gpu || exit 1
@@ -105,9 +116,54 @@ done
 [ "$bad" = 0 ] || exit 2
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
+
+# ---- the build: a done run's build is the "build:" line of its <run>.log beside its directory ---
+this_build=$("$GFLOW" --version 2>/dev/null | sed -n 's/^build: //p' | head -1)
+build_of() { sed -n 's/^build: //p' "$(dirname "$1")/$(basename "$1").log" 2>/dev/null | head -1; }
+ref=""
+for p in "${plan[@]}"; do
+  IFS=$'\t' read -r n b w k <<<"$p"
+  [ "$w" != - ] && [ -f "$w/metrics.tsv" ] || continue
+  bw=$(build_of "$w"); [ -n "$bw" ] && [ "$bw" != "$this_build" ] && { ref=$w; break; }
+done
+# repro: none (no done run of another build), off (--repro 0), planned (dry run), reproduced,
+# differs, unchecked (too few lines to compare)
+repro_state=none repro_note=""
+if [ -n "$ref" ]; then
+  if [ "$repro" = 0 ]; then repro_state=off
+  elif [ "$dry" = 1 ]; then repro_state=planned
+  else
+    GF_PAPER_LIMIT=$repro tools/gpu_paper.sh "$tmp/repro-out" "$ref/recipe.ini" --set run.name=repro-check \
+      --set "run.out_dir=$tmp/repro" "${sets[@]}" >"$tmp/repro.console" 2>&1
+    new=$tmp/repro/repro-check/metrics.tsv
+    nl=$(wc -l <"$new" 2>/dev/null || echo 0)
+    if [ "$nl" -lt 3 ]; then repro_state=unchecked repro_note="$nl lines of metrics.tsv in $repro s"
+    elif head -n "$nl" "$ref/metrics.tsv" | cmp -s - "$new"; then repro_state=reproduced repro_note="its first $nl lines"
+    else
+      repro_state=differs
+      repro_note=$(head -n "$nl" "$ref/metrics.tsv" | cmp - "$new" 2>&1 | sed -n 's/.*\(line [0-9]*\).*/first at \1/p')
+    fi
+  fi
+fi
+# a done run of another build is run again when this build does not reproduce the committed rows
+stale() { [ "$repro_state" = differs ] && [ "$(build_of "$1")" != "$this_build" ]; }
 {
   echo "gpu_study plan ($(date -u +%FT%TZ)): ${files[*]}; done = a committed run under $results with the same recipe"
-  for p in "${plan[@]}"; do IFS=$'\t' read -r n b w k <<<"$p"; printf '  %-40s %s\n' "$n" "$([ "$w" = - ] && echo "to run: $b ${k//$'\x1f'/ }" || echo "done: $w")"; done
+  case $repro_state in
+    planned) echo "  build check: $ref (build $(build_of "$ref")) trained for $repro s with this build ($this_build) before the runs" ;;
+    off) echo "  build check: none (--repro 0): done runs of other builds than $this_build count as done" ;;
+    reproduced) echo "  build check: this build ($this_build) reproduces $ref/metrics.tsv (build $(build_of "$ref")), $repro_note, byte for byte: done runs stay done" ;;
+    differs) echo "  build check: this build ($this_build) does NOT reproduce $ref/metrics.tsv (build $(build_of "$ref")), $repro_note: done runs of other builds run again" ;;
+    unchecked) echo "  build check: NOT CHECKED, $repro_note (--repro $repro too short?): done runs of other builds count as done" ;;
+  esac
+  for p in "${plan[@]}"; do
+    IFS=$'\t' read -r n b w k <<<"$p"
+    bw=""; [ "$w" = - ] || bw=$(build_of "$w")
+    if [ "$w" = - ]; then what="to run: $b ${k//$'\x1f'/ }"
+    elif stale "$w"; then what="to run again: $b ${k//$'\x1f'/ } (done: $w, build ${bw:-unknown})"
+    else what="done: $w (build ${bw:-unknown})"; fi
+    printf '  %-40s %s\n' "$n" "$what"
+  done
 } >"$out/study.txt"
 cat "$out/study.txt"
 [ "$dry" = 1 ] && exit 0
@@ -138,7 +194,7 @@ run_one() {  # run_one NAME BASE KV...: gpu_paper.sh, then the probes if it fini
 }
 mkdir -p "$tmp/runs-out"
 queue=()
-for p in "${plan[@]}"; do IFS=$'\t' read -r n b w k <<<"$p"; [ "$w" = - ] && queue+=("$p"); done
+for p in "${plan[@]}"; do IFS=$'\t' read -r n b w k <<<"$p"; { [ "$w" = - ] || stale "$w"; } && queue+=("$p"); done
 for p in "${queue[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$atonce" ]; do wait -n; done
   [ "$(left)" -ge 120 ] || { echo "  not started (under 120 s left): ${p%%$'\t'*}" >>"$out/study.txt"; continue; }
@@ -156,5 +212,6 @@ for n in "${started[@]}"; do
 done
 [ ${#started[@]} -gt 0 ] && tar -C "$pack" -czf "$out/study.tar.gz" .
 echo "--- after $(( $(date +%s) - T0 )) s" >>"$out/study.txt"
-tail -n +$(( ${#plan[@]} + 2 )) "$out/study.txt"
+hdr=1; [ "$repro_state" = none ] || hdr=2
+tail -n +$(( ${#plan[@]} + hdr + 1 )) "$out/study.txt"
 exit $rc_all
