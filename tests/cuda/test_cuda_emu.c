@@ -8,6 +8,7 @@
  * those cases run in a child and read its stderr.
  */
 #include "cuda_check.h"
+#include "ops/op_util.h"
 
 #ifdef GF_CUDA_EMULATOR
 
@@ -287,8 +288,8 @@ GF_TEST(cuda, emulator_gemm_summation_order) {
                 for (int i = 0; i < 2; i++)
                     for (int j = 0; j < 3; j++) ha[ta ? j + 3 * i : i + 2 * j] = a[i][j];
                 for (int j = 0; j < 3; j++) hb[j] = b[j];
-                for (int i = 0; i < 6; i++) { uint32_t u; memcpy(&u, &ha[i], 4); ha16[i] = (uint16_t)(u >> 16); }
-                for (int i = 0; i < 3; i++) { uint32_t u; memcpy(&u, &hb[i], 4); hb16[i] = (uint16_t)(u >> 16); }
+                for (int i = 0; i < 6; i++) ha16[i] = gf_bf16_of(ha[i]);
+                for (int i = 0; i < 3; i++) hb16[i] = gf_bf16_of(hb[i]);
                 float *A = d, *B = d + 6, *C = d + 12, got[2] = {0};
                 GF_CHECK_OK(gf_cuda_upload(A, bf ? (void *)ha16 : (void *)ha, bf ? sizeof ha16 : sizeof ha));
                 GF_CHECK_OK(gf_cuda_upload(B, bf ? (void *)hb16 : (void *)hb, bf ? sizeof hb16 : sizeof hb));
