@@ -47,6 +47,28 @@ __global__ static void ek_tickets(unsigned *out, unsigned *count) {
     __threadfence();
 }
 
+/* out[t] = x + 100 y + 10000 z of the thread numbered t, x fastest, as a GPU numbers a block's threads */
+__global__ static void ek_thread_index(float *out) {
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    out[t] = (float)(threadIdx.x + 100 * threadIdx.y + 10000 * threadIdx.z);
+}
+
+/* the lanes from `live` on exit before the others' shuffle (the emulator aborts: exited lanes) */
+__global__ static void ek_exited_lanes(float *out, int live) {
+    float v = (float)threadIdx.x;
+    if ((int)threadIdx.x >= live) return;
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
+/* 64 threads: the second warp exits whole, the first sums its values with shuffles */
+__global__ static void ek_warp_exits(float *out, const float *in) {
+    if (threadIdx.x >= 32) return;
+    float v = in[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+
 extern "C" {
 
 cudaError_t gf_ek_neighbour(float *out, const float *in, int n, int sync) {
@@ -83,6 +105,20 @@ cudaError_t gf_ek_tickets(unsigned *out, unsigned *count, int blocks, int thread
 /* a launch of 2048 threads per block: over every GPU's limit */
 cudaError_t gf_ek_too_many_threads(float *out) {
     ek_dynamic<<<1, 2048, 2048 * sizeof(float), gf_cuda_stream()>>>(out, 2048);
+    return cudaGetLastError();
+}
+/* one block of x × y × z threads */
+cudaError_t gf_ek_thread_index(float *out, int x, int y, int z) {
+    ek_thread_index<<<1, dim3((unsigned)x, (unsigned)y, (unsigned)z), 0, gf_cuda_stream()>>>(out);
+    return cudaGetLastError();
+}
+/* one warp, of which lanes 0..live-1 shuffle */
+cudaError_t gf_ek_exited_lanes(float *out, int live) {
+    ek_exited_lanes<<<1, 32, 0, gf_cuda_stream()>>>(out, live);
+    return cudaGetLastError();
+}
+cudaError_t gf_ek_warp_exits(float *out, const float *in) {
+    ek_warp_exits<<<1, 64, 0, gf_cuda_stream()>>>(out, in);
     return cudaGetLastError();
 }
 }

@@ -27,6 +27,9 @@ cudaError_t gf_ek_dynamic(float *out, int n, size_t bytes, int optin);
 cudaError_t gf_ek_too_many_threads(float *out);
 cudaError_t gf_ek_read_past(float *out, const float *in, int n);
 cudaError_t gf_ek_tickets(unsigned *out, unsigned *count, int blocks, int threads);
+cudaError_t gf_ek_thread_index(float *out, int x, int y, int z);
+cudaError_t gf_ek_exited_lanes(float *out, int live);
+cudaError_t gf_ek_warp_exits(float *out, const float *in);
 
 /* n floats on the device holding 0, 1, ..., n-1 */
 static float *dev_iota(int n) {
@@ -137,6 +140,38 @@ GF_TEST(cuda, emulator_faults_abort) {
     GF_CHECK(dies_with(partial_warp, NULL, "partial warp"), "a shuffle in a partial warp");
     gf_cuda_free(g_in);
     gf_cuda_free(g_out);
+}
+
+/* The scheduler's bookkeeping: threadIdx of each thread for block shapes that change from launch
+ * to launch, a warp that exits whole beside one that shuffles, and lanes that exit before the
+ * others' shuffle (a GPU gives those undefined values: the emulator aborts) */
+static void exited_lanes(void *u) {
+    (void)u;
+    gf_ek_exited_lanes(g_out, 16);
+}
+
+GF_TEST(cuda, emulator_thread_indices_and_exits) {
+    static const int shapes[][3] = {{8, 4, 2}, {64, 1, 1}, {4, 16, 1}, {1, 2, 32}, {8, 4, 2}}; /* 64 threads each */
+    float *out = NULL, h[64];
+    GF_CHECK_OK(gf_cuda_malloc((void **)&out, sizeof h));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int X = shapes[s][0], Y = shapes[s][1], Z = shapes[s][2];
+        GF_CHECK(gf_ek_thread_index(out, X, Y, Z) == cudaSuccess, "launch (%d, %d, %d)", X, Y, Z);
+        GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+        for (int t = 0; t < 64; t++) {
+            const int x = t % X, y = t / X % Y, z = t / (X * Y);
+            GF_CHECK(h[t] == (float)(x + 100 * y + 10000 * z), "block (%d, %d, %d), thread %d: %g, want (%d, %d, %d)",
+                     X, Y, Z, t, h[t], x, y, z);
+        }
+    }
+    g_in = dev_iota(64);
+    g_out = out;
+    GF_CHECK(gf_ek_warp_exits(out, g_in) == cudaSuccess, "launch");
+    GF_CHECK_OK(gf_cuda_download(h, out, sizeof h));
+    for (int t = 0; t < 32; t++) GF_CHECK(h[t] == 496.0f, "warp 0 beside an exited warp, lane %d: %g, want 496", t, h[t]);
+    GF_CHECK(dies_with(exited_lanes, NULL, "exited lanes"), "a shuffle that 16 exited lanes miss");
+    gf_cuda_free(g_in);
+    gf_cuda_free(out);
 }
 
 /* atomicAdd on an unsigned: every thread of every block gets its own old value, the count ends at

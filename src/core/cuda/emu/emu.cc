@@ -888,6 +888,11 @@ static struct {
     void *ctx;
     const gf_emu::cfg *c;
     uint64_t slots[EMU_MAX_THREADS / 32][2][32]; /* shuffle values: warp, generation parity, lane */
+    uint3 idx[EMU_MAX_THREADS];                  /* threadIdx of each thread of a block of shape idx_of */
+    dim3 idx_of{0, 0, 0};
+    /* the block's threads by state, kept as they change (the scheduler reads them after each round) */
+    int n_done, n_block;
+    int warp_wait[EMU_MAX_THREADS / 32], warp_done[EMU_MAX_THREADS / 32];
     unsigned char *dyn;
     size_t dyn_cap;
 } S;
@@ -897,6 +902,8 @@ static void to_fiber(fiber *f) { gf_emu_switch(&S.sched_sp, f->sp); }
 [[noreturn]] static void fiber_main(void) {
     S.body(S.ctx);
     S.f[S.cur].state = T_DONE;
+    S.n_done++;
+    S.warp_done[S.cur / 32]++;
     to_sched(&S.f[S.cur]); /* never resumed: the next block starts it afresh */
     abort();
 }
@@ -912,14 +919,14 @@ static void fiber_start(fiber *f, unsigned char *stack, size_t bytes) {
 
 static void set_thread(int t) {
     S.cur = t;
-    threadIdx.x = (unsigned)t % blockDim.x;
-    threadIdx.y = ((unsigned)t / blockDim.x) % blockDim.y;
-    threadIdx.z = (unsigned)t / (blockDim.x * blockDim.y);
+    threadIdx = S.idx[t];
 }
 
 static void wait_here(int state) {
     fiber *f = &S.f[S.cur];
     f->state = state;
+    if (state == T_AT_BLOCK) S.n_block++;
+    else S.warp_wait[S.cur / 32]++;
     to_sched(f);
 }
 
@@ -959,16 +966,13 @@ static void init_fibers(void) {
     S.reverse = o && !strcmp(o, "reverse");
 }
 
-/* release the warps whose every lane waits at a shuffle; 1 when one was released */
+/* release the warps whose every lane waits at a shuffle; 1 when one was released. Between rounds no
+ * thread runs: a lane neither waiting at a shuffle nor exited waits at __syncthreads. */
 static int release_warps(void) {
     int any = 0;
     for (int w = 0; w * 32 < S.n; w++) {
-        int waiting = 0, others = 0;
-        for (int t = w * 32; t < w * 32 + 32 && t < S.n; t++) {
-            if (S.f[t].state == T_AT_WARP) waiting++;
-            else if (S.f[t].state != T_DONE) others++;
-        }
-        if (!waiting || others) continue;
+        const int waiting = S.warp_wait[w], lanes = S.n - w * 32 < 32 ? S.n - w * 32 : 32;
+        if (!waiting || waiting + S.warp_done[w] < lanes) continue;
         if (waiting != 32)
             fault("kernel launched at %s:%d: a warp shuffle in block (%u,%u,%u) with %d of the warp's 32 lanes "
                   "(a partial warp or exited lanes)", S.c->file, S.c->line, blockIdx.x, blockIdx.y, blockIdx.z,
@@ -979,6 +983,7 @@ static int release_warps(void) {
                       S.c->line, w);
             S.f[t].state = T_RUN;
         }
+        S.warp_wait[w] = 0;
         any = 1;
     }
     return any;
@@ -992,6 +997,8 @@ static void run_block(void) {
         f->shfl_gen = 0;
         fiber_start(f, S.stacks + (size_t)t * each + S.page, EMU_STACK);
     }
+    S.n_done = S.n_block = 0;
+    for (int w = 0; w * 32 < S.n; w++) S.warp_wait[w] = S.warp_done[w] = 0;
     for (;;) {
         for (int i = 0; i < S.n; i++) {
             int t = S.reverse ? S.n - 1 - i : i;
@@ -999,16 +1006,13 @@ static void run_block(void) {
             set_thread(t);
             to_fiber(&S.f[t]);
         }
-        int done = 0, at_block = 0;
-        for (int t = 0; t < S.n; t++) {
-            done += S.f[t].state == T_DONE;
-            at_block += S.f[t].state == T_AT_BLOCK;
-        }
+        const int done = S.n_done, at_block = S.n_block;
         if (done == S.n) return;
         if (release_warps()) continue;
         if (done + at_block == S.n) {
             for (int t = 0; t < S.n; t++)
                 if (S.f[t].state == T_AT_BLOCK) S.f[t].state = T_RUN;
+            S.n_block = 0;
             continue;
         }
         fault("kernel launched at %s:%d: block (%u,%u,%u) deadlocks: %d threads wait at __syncthreads, %d at "
@@ -1076,6 +1080,11 @@ extern "C" cudaError_t gf_emu_launch(const void *kernel, const gf_emu::cfg *c, g
     S.c = c;
     gridDim = gr;
     blockDim = bl;
+    if (bl.x != S.idx_of.x || bl.y != S.idx_of.y || bl.z != S.idx_of.z) { /* x fastest, as on a GPU */
+        for (uint64_t t = 0; t < threads; t++)
+            S.idx[t] = uint3{(unsigned)(t % bl.x), (unsigned)(t / bl.x % bl.y), (unsigned)(t / ((uint64_t)bl.x * bl.y))};
+        S.idx_of = bl;
+    }
     const size_t shared = __start_gf_emu_shared ? (size_t)(__stop_gf_emu_shared - __start_gf_emu_shared) : 0;
     const uint64_t blocks = (uint64_t)gr.x * gr.y * gr.z;
     for (uint64_t i = 0; i < blocks; i++) { /* x fastest; GF_CUDA_EMU_ORDER=reverse: the last block first */
