@@ -513,7 +513,8 @@ static gf_status data_files(resolve_ctx *rc) {
         return key_error(rc, "data", "file", "applies to dataset = text only (%s has its own files)", d->name);
     const double fv = r->data.valid_fraction, ft = r->data.test_fraction;
     if (!one && (fv > 0 || ft > 0))
-        return key_error(rc, "data", fv > 0 ? "valid_fraction" : "test_fraction", "applies to [data] file only");
+        return key_error(rc, "data", fv > 0 ? "valid_fraction" : "test_fraction",
+                         "applies to [data] file only (with three files: 0, its default, or no line)");
     if (one && (fv <= 0 || ft <= 0))
         return key_error(rc, "data", fv <= 0 ? "valid_fraction" : "test_fraction",
                          "must be > 0 with [data] file (the share of its bytes for that split)");
