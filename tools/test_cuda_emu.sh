@@ -20,7 +20,8 @@ P=0; F=0; rc=0
 # thread: the two take ~60 % of their time one after the other); their logs print in order after.
 # The CPU side of the tests uses 2 threads (the test recipes' [run] threads); between its parallel
 # regions OpenMP's and OpenBLAS's idle threads would spin, taking the core the other pass runs on
-# (passive: they sleep at once; the stage took 247 s instead of 286 s under ASan, 2026-11-29).
+# (passive, and OpenBLAS's shortest spin: they sleep at once; the two passes under ASan on a 2-core
+# AMD EPYC Zen 3, 2026-11-29: 286 s with them spinning, 247 s without).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 orders=(index reverse)
 declare -A log pid gemm=([index]=blas [reverse]=reverse_k)
