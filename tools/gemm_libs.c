@@ -150,9 +150,9 @@ int main(int argc, char **argv) {
         cmax = c > cmax ? c : cmax;
     }
     float *A = malloc(amax * sizeof *A), *B = malloc(amax * sizeof *B), *C = malloc(cmax * sizeof *C),
-          *C1 = malloc(cmax * sizeof *C), *ref = malloc(cmax * sizeof *C), *Ar = malloc(amax * sizeof *A),
+          *C1 = malloc(cmax * sizeof *C), *ref = malloc(cmax * sizeof *C), *ref16 = malloc(cmax * sizeof *C), *Ar = malloc(amax * sizeof *A),
           *Br = malloc(amax * sizeof *B);
-    if (!A || !B || !C || !C1 || !ref || !Ar || !Br) {
+    if (!A || !B || !C || !C1 || !ref || !ref16 || !Ar || !Br) {
         fprintf(stderr, "gemm_libs: out of memory\n");
         return 1;
     }
@@ -183,13 +183,16 @@ int main(int argc, char **argv) {
         const prod *p = &prods[i];
         const double flop = 2.0 * p->M * p->N * p->K;
         printf("%-18s %5d %5d %5d %c%c", p->name, p->M, p->N, p->K, p->ta ? 'T' : 'N', p->tb ? 'T' : 'N');
+        gf_threads_set(threads);
+        for (int k = 0; k < 2; k++) { /* the references: fp32 products of the fp32 and of the rounded inputs */
+            gf_gemm(&ctx32, p->ta, p->tb, p->M, p->N, p->K, k ? Ar : A, p->ta ? p->M : p->K, k ? Br : B,
+                    p->tb ? p->K : p->N, 0.0f, k ? ref16 : ref, p->N);
+            gf_ctx_reset(&ctx32);
+        }
         for (int l = 0; l < NLIB; l++) {
             if (!lib_on[l]) continue;
             const int bf = l == L_GF16 || l == L_XSMM16;
             gf_threads_set(threads);
-            gf_gemm(&ctx32, p->ta, p->tb, p->M, p->N, p->K, bf ? Ar : A, p->ta ? p->M : p->K, bf ? Br : B,
-                    p->tb ? p->K : p->N, 0.0f, ref, p->N); /* the reference: fp32 on the inputs it reads */
-            gf_ctx_reset(&ctx32);
             const size_t n = (size_t)p->M * p->N;
             memset(C, 0xff, n * sizeof *C); /* NaN: a library that writes nothing shows as wrong */
             run(l, p, A, B, C); /* warm-up */
@@ -204,7 +207,7 @@ int main(int argc, char **argv) {
             memset(C1, 0xff, n * sizeof *C1);
             run(l, p, A, B, C1);
             const int same = memcmp(C, C1, n * sizeof *C) == 0;
-            const double err = normwise(C, ref, n);
+            const double err = normwise(C, bf ? ref16 : ref, n);
             const int off = !(err <= (bf ? 1e-2 : 1e-5)); /* NaN included */
             if (off) printf(" %14s", "x");
             else printf(" %13.1f%c", flop / best * 1e-9, same ? ' ' : '!');
@@ -218,7 +221,7 @@ int main(int argc, char **argv) {
         if (lib_on[l] && wrong[l]) printf(" %14s", "x");
         else if (lib_on[l]) printf(" %14.4f", step[l]);
     printf("\n");
-    free(A), free(B), free(C), free(C1), free(ref), free(Ar), free(Br);
+    free(A), free(B), free(C), free(C1), free(ref), free(ref16), free(Ar), free(Br);
 #ifdef GF_HAVE_XSMM
     free(A16), free(B16);
     libxsmm_finalize();
