@@ -28,9 +28,10 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
  * 2.6.3, AMX-BF16", or OpenBLAS on rounded inputs and why), for `gflow --version` and bench. */
 float gf_bf16_round(float f);
 const char *gf_gemm_bf16_path(void);
-/* whether the bf16 products go to oneDNN on a CPU with (has_bf16) bf16 arithmetic and (has_amx)
- * AMX, given GF_GEMM_BF16's value force (NULL: unset; "blas", "dnnl"): only with AMX by default */
-int gf_gemm_bf16_uses_dnnl(int has_bf16, int has_amx, const char *force);
+/* whether the bf16 products go to oneDNN on a CPU with (has_bf16) bf16 arithmetic, (has_amx) AMX,
+ * made by (amd) AMD, given GF_GEMM_BF16's value force (NULL: unset; "blas", "dnnl"): by default
+ * with AMX or on AMD, not on Intel's AVX512-BF16 alone */
+int gf_gemm_bf16_uses_dnnl(int has_bf16, int has_amx, int amd, const char *force);
 /* the same for a run on `device`: on the GPU, cuBLAS on the tensor cores (src/ops/cuda/gemm.cu) */
 const char *gf_gemm_bf16_path_on(gf_device device);
 /* a + b; b has a's shape or a's trailing shape (broadcast over leading rows). */

@@ -7,8 +7,9 @@
  * kept quiet) into dense copies in their stored layout (A in one reused buffer, kept for the next
  * product of the same A in the same step: pack_a; B in the step arena, once a step: pack_b; a
  * transposed operand is passed by its strides), then
- *   - with oneDNN on a CPU with AMX (AVX512-BF16 alone: with GF_GEMM_BF16=dnnl, as it is slower
- *     there than OpenBLAS's fp32 products, gf_gemm_bf16_uses_dnnl): a matmul primitive,
+ *   - with oneDNN on a CPU with AMX, or with AVX512-BF16 on AMD (Intel's AVX512-BF16 alone: with
+ *     GF_GEMM_BF16=dnnl, as it was slower there than OpenBLAS's fp32 products,
+ *     gf_gemm_bf16_uses_dnnl): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
  *     shape, created once and kept (gf_gemm_bf16_path says which);
  *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
@@ -131,6 +132,12 @@ static struct {
     int n;
 } dn;
 
+/* the vendor: AVX512-BF16 alone is worth oneDNN on AMD, not on Intel (gf_gemm_bf16_uses_dnnl) */
+static int cpu_is_amd(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+}
+
 /* what the CPU has, as oneDNN sees it (ONEDNN_MAX_CPU_ISA can hold it lower) */
 static void dnnl_isa(int *has_bf16, int *has_amx) {
     static int read, bf16, amx; /* oneDNN fixes its ISA at its first use */
@@ -148,7 +155,7 @@ static int dnnl_usable(void) {
     /* the choice read each call, not once: a test sets GF_GEMM_BF16=blas after other products ran on oneDNN */
     int has_bf16, has_amx;
     dnnl_isa(&has_bf16, &has_amx);
-    if (!gf_gemm_bf16_uses_dnnl(has_bf16, has_amx, getenv("GF_GEMM_BF16"))) return 0;
+    if (!gf_gemm_bf16_uses_dnnl(has_bf16, has_amx, cpu_is_amd(), getenv("GF_GEMM_BF16"))) return 0;
     if (!dn.tried) {
         dn.tried = 1;
         if (dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success &&
@@ -239,13 +246,14 @@ const char *gf_gemm_bf16_path_on(gf_device device) {
 }
 
 /* oneDNN's bf16 matmul runs the products where it beats OpenBLAS's fp32 ones: with AMX (a bf16
- * step 1.7-1.9x an fp32 one). With AVX512-BF16 alone a bf16 step ran at 0.79-0.81x an fp32 one
- * (docs/performance.md, oneDNN held to that ISA on an AMX Xeon), where OpenBLAS on the rounded
- * inputs costs what fp32 does, so OpenBLAS takes them there. GF_GEMM_BF16=dnnl takes oneDNN
- * wherever it has bf16 arithmetic (to measure that case), =blas never. */
-int gf_gemm_bf16_uses_dnnl(int has_bf16, int has_amx, const char *force) {
+ * step 1.7-1.9x an fp32 one) and with AVX512-BF16 on AMD (a Zen 5 step 1.6x, docs/performance.md
+ * "AMD EPYC Zen 5"). On Intel's AVX512-BF16 alone (Cooper Lake) a bf16 step ran at 0.79-0.81x an
+ * fp32 one (oneDNN held to that ISA on an AMX Xeon), where OpenBLAS on the rounded inputs costs what
+ * fp32 does, so OpenBLAS takes them there. GF_GEMM_BF16=dnnl takes oneDNN wherever it has bf16
+ * arithmetic (to measure that case), =blas never. */
+int gf_gemm_bf16_uses_dnnl(int has_bf16, int has_amx, int amd, const char *force) {
     if (!has_bf16 || (force && !strcmp(force, "blas"))) return 0;
-    return has_amx || (force && !strcmp(force, "dnnl"));
+    return has_amx || amd || (force && !strcmp(force, "dnnl"));
 }
 
 const char *gf_gemm_bf16_path(void) {
@@ -258,12 +266,14 @@ const char *gf_gemm_bf16_path(void) {
     if (dnnl_usable()) {
         const dnnl_version_t *v = dnnl_version();
         snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
-                 has_amx ? "AMX-BF16" : "AVX512-BF16 without AMX (GF_GEMM_BF16=dnnl): slower than fp32 where measured, 0.8x");
+                 has_amx      ? "AMX-BF16"
+                 : cpu_is_amd() ? "AVX512-BF16 on AMD: a Zen 5 step 1.6x fp32's"
+                              : "AVX512-BF16 without AMX (GF_GEMM_BF16=dnnl): slower than fp32 where measured, 0.8x");
         return buf;
     }
     if (has_bf16)
-        return "OpenBLAS on bf16-rounded inputs (AVX512-BF16 without AMX: oneDNN's bf16 products were slower there, "
-               "0.8x fp32; these cost what fp32 does)";
+        return "OpenBLAS on bf16-rounded inputs (Intel AVX512-BF16 without AMX: oneDNN's bf16 products were slower "
+               "there, 0.8x fp32; these cost what fp32 does)";
     return "OpenBLAS on bf16-rounded inputs (this CPU has no bf16 arithmetic that oneDNN uses: no faster than fp32)";
 #else
     return "OpenBLAS on bf16-rounded inputs (built without oneDNN: no faster than fp32)";

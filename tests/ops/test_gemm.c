@@ -113,14 +113,19 @@ GF_TEST(unit, gemm_bf16_blas_fallback_matches_its_definition) {
     unsetenv("GF_GEMM_BF16");
 }
 
-/* who computes the bf16 products: oneDNN with AMX; with AVX512-BF16 alone OpenBLAS, which was
- * faster there, unless GF_GEMM_BF16=dnnl; never without bf16 arithmetic or with =blas */
-GF_TEST(unit, gemm_bf16_takes_onednn_only_with_amx) {
-    GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 1, NULL), "AMX: oneDNN");
-    GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 0, NULL), "AVX512-BF16 without AMX: OpenBLAS");
-    GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 0, "dnnl"), "AVX512-BF16, GF_GEMM_BF16=dnnl: oneDNN");
-    GF_CHECK(!gf_gemm_bf16_uses_dnnl(0, 0, NULL) && !gf_gemm_bf16_uses_dnnl(0, 0, "dnnl"), "no bf16: OpenBLAS");
-    GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 1, "blas") && !gf_gemm_bf16_uses_dnnl(1, 0, "blas"), "=blas: OpenBLAS");
+/* who computes the bf16 products: oneDNN with AMX or on AMD; on Intel's AVX512-BF16 alone
+ * OpenBLAS, which was faster there, unless GF_GEMM_BF16=dnnl; never without bf16 arithmetic or with =blas */
+GF_TEST(unit, gemm_bf16_takes_onednn_with_amx_or_on_amd) {
+    for (int amd = 0; amd <= 1; amd++) {
+        GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 1, amd, NULL), "AMX: oneDNN (amd %d)", amd);
+        GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 0, amd, "dnnl"), "AVX512-BF16, GF_GEMM_BF16=dnnl: oneDNN (amd %d)", amd);
+        GF_CHECK(!gf_gemm_bf16_uses_dnnl(0, 0, amd, NULL) && !gf_gemm_bf16_uses_dnnl(0, 0, amd, "dnnl"),
+                 "no bf16: OpenBLAS (amd %d)", amd);
+        GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 1, amd, "blas") && !gf_gemm_bf16_uses_dnnl(1, 0, amd, "blas"),
+                 "=blas: OpenBLAS (amd %d)", amd);
+    }
+    GF_CHECK(!gf_gemm_bf16_uses_dnnl(1, 0, 0, NULL), "Intel AVX512-BF16 without AMX: OpenBLAS");
+    GF_CHECK(gf_gemm_bf16_uses_dnnl(1, 0, 1, NULL), "AMD AVX512-BF16 (Zen 4, Zen 5): oneDNN");
 }
 
 /* B's rounded copy is made once a step (gf_ctx.bf16_packs) and made again after a reset: a
