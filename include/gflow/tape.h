@@ -96,6 +96,7 @@ typedef struct gf_ctx {
         const float *src;
         int64_t rows, cols, ld; /* as stored */
         int widen;
+        const void *layout; /* NULL: the stored layout; else the oneDNN matmul whose weights layout it is in (gemm.c) */
         void *packed;
     } bf16_packs[256]; /* a 12-layer step rounds ~170 distinct B operands */
     int n_bf16_packs;

@@ -11,7 +11,8 @@
  *     GF_GEMM_BF16=dnnl, as it was slower there than OpenBLAS's fp32 products,
  *     gf_gemm_bf16_uses_dnnl): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
- *     shape, created once and kept (gf_gemm_bf16_path says which);
+ *     shape, created once and kept (gf_gemm_bf16_path says which); without AMX B is read in the
+ *     layout the primitive picks, reordered from the rounded copy once a step (pack_b_for);
  *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
  *     same rounded inputs, accumulated in fp32 in another order (not the same bits), no faster.
  * Either way the result depends only on the inputs, the shape and the thread count.
@@ -68,16 +69,24 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
  * grown to the largest (the tied head's dlogits chunk, 17 MB at the paper's size) and kept: in
  * the step arena the head's 30 copies a step would take 500 MB. One caller at a time (the ops
  * run on one thread and parallelise inside). */
-static void *a_scratch(size_t bytes) {
-    static void *buf;
-    static size_t cap;
-    if (bytes > cap) {
-        free(buf);
-        buf = malloc(bytes);
-        GF_ASSERT(buf, "gf_gemm: out of memory for a %zu-byte bf16 copy", bytes);
-        cap = bytes;
+typedef struct {
+    void *buf;
+    size_t cap;
+} scratch;
+
+static void *scratch_take(scratch *s, size_t bytes) {
+    if (bytes > s->cap) {
+        free(s->buf);
+        s->buf = malloc(bytes);
+        GF_ASSERT(s->buf, "gf_gemm: out of memory for a %zu-byte bf16 copy", bytes);
+        s->cap = bytes;
     }
-    return buf;
+    return s->buf;
+}
+
+static void *a_scratch(size_t bytes) {
+    static scratch a;
+    return scratch_take(&a, bytes);
 }
 
 /* What a_scratch holds: A's rounded copy made in pack epoch `epoch` (gf_ctx.pack_epoch; 0: none).
@@ -106,12 +115,13 @@ static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64
 static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int widen) {
     for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen) return p->packed;
+        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
+            return p->packed;
     }
     void *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t)));
     pack_bf16(d, B, rows, cols, ld, widen);
     if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
-        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, widen, d};
+        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, widen, NULL, d};
     return d;
 }
 
@@ -122,6 +132,11 @@ typedef struct mm_prim {
     int ta, tb, acc;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
+    /* B in the layout the matmul chose, where that is not the stored one (blocked_b): the reorder
+     * from b to bq and bq's size; rb NULL: the matmul reads b as stored */
+    dnnl_primitive_t rb;
+    dnnl_memory_t bq;
+    size_t bq_bytes;
 } mm_prim;
 
 static struct {
@@ -181,6 +196,13 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
               (int)(sizeof dn.cache / sizeof dn.cache[0]));
     mm_prim *p = &dn.cache[dn.n];
+    *p = (mm_prim){0};
+    /* B in the layout oneDNN picks where that is faster: without AMX (Zen 5: the tied head's
+     * products 1.2-1.3x, docs/performance.md "AMD EPYC Zen 5"); with AMX the stored layout, as
+     * measured there (no gain on the head) */
+    int has_bf16, has_amx;
+    dnnl_isa(&has_bf16, &has_amx);
+    const int any_b = !has_amx;
     /* the packed copies keep the stored layout: a transposed operand is the other stride order */
     dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sc = {ldc, 1};
     dnnl_dims_t sa = {ta ? 1 : K, ta ? M : 1}, sb = {tb ? 1 : N, tb ? K : 1};
@@ -199,26 +221,47 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     }
     dnnl_primitive_desc_t pd;
 #if DNNL_VERSION_MAJOR >= 3 /* descriptors are opaque handles, the matmul's made in one call */
-    dnnl_memory_desc_t ma, mb, mc;
+    dnnl_memory_desc_t ma, mb, mc, mw;
     DN_TRY(dnnl_memory_desc_create_with_strides(&ma, 2, da, dnnl_bf16, sa));
     DN_TRY(dnnl_memory_desc_create_with_strides(&mb, 2, db, dnnl_bf16, sb));
     DN_TRY(dnnl_memory_desc_create_with_strides(&mc, 2, dc, dnnl_f32, sc));
-    DN_TRY(dnnl_matmul_primitive_desc_create(&pd, dn.eng, ma, mb, NULL, mc, attr));
+    if (any_b) DN_TRY(dnnl_memory_desc_create_with_tag(&mw, 2, db, dnnl_bf16, dnnl_format_tag_any));
+    DN_TRY(dnnl_matmul_primitive_desc_create(&pd, dn.eng, ma, any_b ? mw : mb, NULL, mc, attr));
     DN_TRY(dnnl_memory_create(&p->a, ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, mc, dn.eng, DNNL_MEMORY_NONE));
+    const_dnnl_memory_desc_t chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (!dnnl_memory_desc_equal(chosen, mb)) {
+        dnnl_primitive_desc_t rpd;
+        DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, mb, dn.eng, chosen, dn.eng, NULL));
+        DN_TRY(dnnl_primitive_create(&p->rb, rpd));
+        dnnl_primitive_desc_destroy(rpd);
+        DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
+        p->bq_bytes = dnnl_memory_desc_get_size(chosen);
+    }
+    if (any_b) dnnl_memory_desc_destroy(mw);
     dnnl_memory_desc_destroy(ma), dnnl_memory_desc_destroy(mb), dnnl_memory_desc_destroy(mc);
 #else
-    dnnl_memory_desc_t ma, mb, mc;
+    dnnl_memory_desc_t ma, mb, mc, mw;
     DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
+    if (any_b) DN_TRY(dnnl_memory_desc_init_by_tag(&mw, 2, db, dnnl_bf16, dnnl_format_tag_any));
     dnnl_matmul_desc_t md;
-    DN_TRY(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
+    DN_TRY(dnnl_matmul_desc_init(&md, &ma, any_b ? &mw : &mb, NULL, &mc));
     DN_TRY(dnnl_primitive_desc_create(&pd, &md, attr, dn.eng, NULL));
     DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
+    const dnnl_memory_desc_t *chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (!dnnl_memory_desc_equal(chosen, &mb)) {
+        dnnl_primitive_desc_t rpd;
+        DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, &mb, dn.eng, chosen, dn.eng, NULL));
+        DN_TRY(dnnl_primitive_create(&p->rb, rpd));
+        dnnl_primitive_desc_destroy(rpd);
+        DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
+        p->bq_bytes = dnnl_memory_desc_get_size(chosen);
+    }
 #endif
     dnnl_primitive_attr_destroy(attr);
     DN_TRY(dnnl_primitive_create(&p->prim, pd));
@@ -228,13 +271,40 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     return p;
 }
 
-static void mm_run(int ta, int tb, int64_t M, int64_t N, int64_t K, const void *a, const void *b, float *C,
-                   int64_t ldc, int acc) {
+/* B (the stored rows x cols at B, row stride ld) rounded, in the layout p's matmul reads: pack_b's
+ * copy, or B rounded into a scratch buffer (pack_bf16) and reordered into p's layout in the arena
+ * (the same bits, moved), made once a step as pack_b's copies are */
+static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t rows, int64_t cols, int64_t ld) {
+    if (!p->rb) return pack_b(ctx, B, rows, cols, ld, 0);
+    const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
+    for (int i = 0; i < ctx->n_bf16_packs; i++) {
+        const struct gf_bf16_pack *q = &ctx->bf16_packs[i];
+        if (q->src == B && q->rows == rows && q->cols == cols && q->ld == ld && q->layout == p) return q->packed;
+    }
+    static scratch plain; // (rows, cols) bf16, the reorder's source
+    uint16_t *b16 = scratch_take(&plain, (size_t)(rows * cols) * sizeof(uint16_t));
+    pack_bf16(b16, B, rows, cols, ld, 0);
+    void *d = gf_arena_alloc(&ctx->arena, p->bq_bytes);
+    DN_TRY(dnnl_memory_set_data_handle(p->b, b16));
+    DN_TRY(dnnl_memory_set_data_handle(p->bq, d));
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->b}, {DNNL_ARG_TO, p->bq}};
+    DN_TRY(dnnl_primitive_execute(p->rb, dn.strm, 2, args));
+    DN_TRY(dnnl_stream_wait(dn.strm));
+    if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
+        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, 0, p, d};
+    return d;
+}
+
+/* C (M, N; row stride ldc) = or += a · B: a A's rounded copy, B (br, bc; row stride ldb) as stored */
+static void mm_run(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *a, const float *B,
+                   int64_t br, int64_t bc, int64_t ldb, float *C, int64_t ldc, int acc) {
     mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc);
+    const void *b = pack_b_for(ctx, p, B, br, bc, ldb);
+    dnnl_memory_t wb = p->rb ? p->bq : p->b;
     DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
-    DN_TRY(dnnl_memory_set_data_handle(p->b, (void *)b));
+    DN_TRY(dnnl_memory_set_data_handle(wb, (void *)b));
     DN_TRY(dnnl_memory_set_data_handle(p->c, C));
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, wb}, {DNNL_ARG_DST, p->c}};
     DN_TRY(dnnl_primitive_execute(p->prim, dn.strm, 3, args));
     DN_TRY(dnnl_stream_wait(dn.strm));
 }
@@ -267,7 +337,7 @@ const char *gf_gemm_bf16_path(void) {
         const dnnl_version_t *v = dnnl_version();
         snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
                  has_amx      ? "AMX-BF16"
-                 : cpu_is_amd() ? "AVX512-BF16 on AMD: a Zen 5 step 1.6x fp32's"
+                 : cpu_is_amd() ? "AVX512-BF16 on AMD: a Zen 5 step 1.5-1.9x fp32's"
                               : "AVX512-BF16 without AMX (GF_GEMM_BF16=dnnl): slower than fp32 where measured, 0.8x");
         return buf;
     }
@@ -314,8 +384,7 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
             pack_bf16(w, A, ar, ac, lda, 0);
             a = w;
         }
-        const void *b = pack_b(ctx, B, br, bc, ldb, 0); // (br, bc) bf16
-        mm_run(ta, tb, M, N, K, a, b, C, ldc, beta != 0.0f);
+        mm_run(ctx, ta, tb, M, N, K, a, B, br, bc, ldb, C, ldc, beta != 0.0f);
         return;
     }
 #endif

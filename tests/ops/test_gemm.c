@@ -151,6 +151,35 @@ GF_TEST(unit, gemm_bf16_rounds_b_again_after_reset) {
     gf_ctx_free(&ctx);
 }
 
+/* One square B read both ways in one step (a tied weight: logits = h·Eᵀ, dh = dlogits·E): where
+ * oneDNN reads B in a layout of its own (no AMX), each orientation has its own reordered copy,
+ * kept for the step and made anew after a reset; reading one orientation's copy for the other
+ * gives the wrong product */
+GF_TEST(unit, gemm_bf16_b_copies_kept_per_orientation) {
+    enum { M = 48, N = 64 };
+    float A[M * N], B[N * N], C[M * N], R[M * N], Ar[M * N], Br[N * N];
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = GF_PREC_BF16;
+    fill(A, M * N, 40);
+    for (int i = 0; i < M * N; i++) Ar[i] = gf_bf16_round(A[i]);
+    for (int step = 0; step < 2; step++) {
+        fill(B, N * N, 41 + (uint64_t)step); /* the weight changes between the steps */
+        for (int i = 0; i < N * N; i++) Br[i] = gf_bf16_round(B[i]);
+        for (int rep = 0; rep < 2; rep++)
+            for (int tb = 0; tb < 2; tb++) {
+                gf_gemm(&ctx, 0, tb, M, N, N, A, N, B, N, 0.0f, C, N);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, N, 1.0f, Ar, N, Br, N,
+                            0.0f, R, N);
+                GF_CHECK(rel_err(C, R, M, N, N) <= 1e-5, "step %d rep %d tb %d: %.3g from the definition (%d copies of B)",
+                         step, rep, tb, rel_err(C, R, M, N, N), ctx.n_bf16_packs);
+            }
+        GF_CHECK(ctx.n_bf16_packs <= 2, "step %d: %d copies of one B for two orientations", step, ctx.n_bf16_packs);
+        gf_ctx_reset(&ctx);
+    }
+    gf_ctx_free(&ctx);
+}
+
 /* A's rounded copy is reused by the next product of the same A in the same pack epoch (a linear's
  * dX and dW) and made anew after a reset, or when another context rounded an A meanwhile: an
  * activation buffer refilled at the same address is never read stale */
