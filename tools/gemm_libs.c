@@ -1,7 +1,9 @@
 /* gemm_libs.c — the matrix products of one step of the paper's GrassmannLM (4,096 tokens: batch
  * 32 x L 128, d 256, d_ff 1024, r 32, V 30,522), timed on each library this build reaches:
- * gflow's gf_gemm in fp32 (OpenBLAS) and in bf16 (its path on this CPU: oneDNN with AMX, else
- * OpenBLAS on rounded inputs), oneDNN's dnnl_sgemm (fp32), and libxsmm's OpenMP gemm in fp32
+ * gflow's gf_gemm in fp32 (OpenBLAS) and in bf16 (its path on this CPU: oneDNN with AMX or on
+ * AMD's AVX512-BF16, else OpenBLAS on rounded inputs; each call rounds, and without AMX reorders,
+ * its operands anew, where a step does so once for the head's chunks), oneDNN's dnnl_sgemm
+ * (fp32), and libxsmm's OpenMP gemm in fp32
  * and with bf16 inputs (fp32 output) where built with libxsmm (Debian libxsmm-dev).
  * Issue 49: "measure libxsmm against oneDNN on the model's shapes, bf16 and fp32".
  *
