@@ -98,7 +98,7 @@ typedef struct gf_ctx {
         int widen;
         const void *layout; /* NULL: the stored layout; else the oneDNN matmul whose weights layout it is in (gemm.c) */
         void *packed;
-    } bf16_packs[256]; /* a 12-layer step rounds ~170 distinct B operands */
+    } bf16_packs[512]; /* a 12-layer GrassmannLM step keeps 226 (oneDNN without AMX: a weight once per orientation) */
     int n_bf16_packs;
     /* unique to this context between two resets, across every context (gf_ctx_init and
      * gf_ctx_reset draw a new one): gemm.c reuses its last rounded A operand only within one */

@@ -132,7 +132,7 @@ typedef struct mm_prim {
     int ta, tb, acc;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
-    /* B in the layout the matmul chose, where that is not the stored one (blocked_b): the reorder
+    /* B in the layout the matmul chose, where that is not the stored one (any_b, mm_get): the reorder
      * from b to bq and bq's size; rb NULL: the matmul reads b as stored */
     dnnl_primitive_t rb;
     dnnl_memory_t bq;
