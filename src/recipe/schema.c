@@ -76,8 +76,9 @@ const gf_recipe_key gf_recipe_schema[] = {
       "one. Ignored on the CPU. May change when the run resumes."),
     K(run, precision, ENUM, "fp32", 0, 0, 0, e_precision,
       "Inputs of the matrix products (linear layers, the Plücker projection, the tied head): fp32, or bf16 "
-      "(rounded to bfloat16, accumulated and returned in fp32: oneDNN on a CPU with AMX, else OpenBLAS on "
-      "the rounded inputs, as fast as fp32; with AVX512-BF16 alone oneDNN was slower). Weights, gradients, AdamW, norms, softmax and the loss stay "
+      "(rounded to bfloat16, accumulated and returned in fp32: oneDNN on a CPU with AMX or on an AMD CPU with "
+      "AVX512-BF16, faster than fp32; else OpenBLAS on the rounded inputs, as fast as fp32). Weights, gradients, "
+      "AdamW, norms, softmax and the loss stay "
       "fp32; checkpoints hold fp32. Part of the run's identity. On the GPU: cublasGemmEx, bf16 tensor cores."),
 
     K(data, dataset, ENUM, REQ, 0, 0, 0, e_dataset,
