@@ -149,8 +149,9 @@ static struct {
 
 /* the vendor: AVX512-BF16 alone is worth oneDNN on AMD, not on Intel (gf_gemm_bf16_uses_dnnl) */
 static int cpu_is_amd(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd");
+    static int amd = -1; /* read once: dnnl_usable asks at every product */
+    if (amd < 0) __builtin_cpu_init(), amd = __builtin_cpu_is("amd") != 0;
+    return amd;
 }
 
 /* what the CPU has, as oneDNN sees it (ONEDNN_MAX_CPU_ISA can hold it lower) */
@@ -187,6 +188,25 @@ static int dnnl_usable(void) {
                   #call, (int)s_, (long long)M, (long long)N, (long long)K);                       \
     } while (0)
 
+/* a memory descriptor as both APIs pass it: a handle in 3.x, a pointer to the struct in 2.x */
+#if DNNL_VERSION_MAJOR >= 3
+typedef const_dnnl_memory_desc_t md_ref;
+#else
+typedef const dnnl_memory_desc_t *md_ref;
+#endif
+
+/* where the matmul chose another layout for B than the stored one (plain): the reorder into it */
+static void blocked_b(mm_prim *p, md_ref plain, md_ref chosen) {
+    if (dnnl_memory_desc_equal(chosen, plain)) return;
+    const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
+    dnnl_primitive_desc_t rpd;
+    DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, dn.eng, chosen, dn.eng, NULL));
+    DN_TRY(dnnl_primitive_create(&p->rb, rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
+    p->bq_bytes = dnnl_memory_desc_get_size(chosen);
+}
+
 static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
     for (int i = 0; i < dn.n; i++) {
         mm_prim *p = &dn.cache[i];
@@ -196,7 +216,7 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
               (int)(sizeof dn.cache / sizeof dn.cache[0]));
     mm_prim *p = &dn.cache[dn.n];
-    *p = (mm_prim){0};
+    *p = (mm_prim){.M = M, .N = N, .K = K, .ldc = ldc, .ta = ta, .tb = tb, .acc = acc};
     /* B in the layout oneDNN picks where that is faster: without AMX (Zen 5: the tied head's
      * products 1.2-1.3x, docs/performance.md "AMD EPYC Zen 5"); with AMX the stored layout, as
      * measured there (no gain on the head) */
@@ -230,15 +250,7 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     DN_TRY(dnnl_memory_create(&p->a, ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, mc, dn.eng, DNNL_MEMORY_NONE));
-    const_dnnl_memory_desc_t chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (!dnnl_memory_desc_equal(chosen, mb)) {
-        dnnl_primitive_desc_t rpd;
-        DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, mb, dn.eng, chosen, dn.eng, NULL));
-        DN_TRY(dnnl_primitive_create(&p->rb, rpd));
-        dnnl_primitive_desc_destroy(rpd);
-        DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
-        p->bq_bytes = dnnl_memory_desc_get_size(chosen);
-    }
+    blocked_b(p, mb, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
     if (any_b) dnnl_memory_desc_destroy(mw);
     dnnl_memory_desc_destroy(ma), dnnl_memory_desc_destroy(mb), dnnl_memory_desc_destroy(mc);
 #else
@@ -253,20 +265,11 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
-    const dnnl_memory_desc_t *chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (!dnnl_memory_desc_equal(chosen, &mb)) {
-        dnnl_primitive_desc_t rpd;
-        DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, &mb, dn.eng, chosen, dn.eng, NULL));
-        DN_TRY(dnnl_primitive_create(&p->rb, rpd));
-        dnnl_primitive_desc_destroy(rpd);
-        DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
-        p->bq_bytes = dnnl_memory_desc_get_size(chosen);
-    }
+    blocked_b(p, &mb, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
 #endif
     dnnl_primitive_attr_destroy(attr);
     DN_TRY(dnnl_primitive_create(&p->prim, pd));
     dnnl_primitive_desc_destroy(pd);
-    p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->ta = ta, p->tb = tb, p->acc = acc;
     dn.n++;
     return p;
 }
