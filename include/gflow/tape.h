@@ -62,11 +62,26 @@ typedef struct gf_node {
     struct gf_node *prev;
 } gf_node;
 
-/* Per-op-family timing, filled when ctx->profile is set (gflow bench). */
+/* One shape of gf_gemm's products: C (M, N) = or += op(A) (M, K) op(B) (K, N) (gemm.c, with
+ * ctx->profile: gflow bench --products) */
+typedef struct gf_gemm_stat {
+    int64_t M, N, K;
+    int ta, tb, acc;
+    int64_t calls;
+    double s, s_prep; /* seconds in all; of them, rounding and reordering the operands (bf16) */
+} gf_gemm_stat;
+
+#define GF_GEMM_STATS 64
+
+/* Per-op-family timing, filled when ctx->profile is set (gflow bench); and per product shape,
+ * the first GF_GEMM_STATS shapes (gemm_more: the calls of any further shapes, not listed) */
 typedef struct gf_profile {
     double fwd_s[64];
     double bwd_s[64];
     int64_t calls[64];
+    gf_gemm_stat gemm[GF_GEMM_STATS];
+    int n_gemm;
+    int64_t gemm_more;
 } gf_profile;
 
 typedef struct gf_ctx {

@@ -39,6 +39,7 @@ typedef struct bench_opts {
     int threads, profile, peak_n; /* peak_n -1: 2048 on the CPU, 8192 on the GPU */
     int tf32;                     /* --tf32: also time the GPU GEMMs in TF32 */
     int generate;                 /* --generate: decoder speed (bench_generate.c) instead of training steps */
+    int products;                 /* --products: each matrix product shape's time (CPU) */
     long long rows, recompute_max;
 } bench_opts;
 
@@ -59,7 +60,7 @@ typedef struct bench_queued {
 } bench_queued;
 
 enum { O_STEPS = 1, O_WARMUP, O_THREADS, O_SEQ_LEN, O_BATCH, O_SET, O_NO_PROFILE, O_PEAK_N, O_TF32, O_GENERATE,
-       O_N, O_RECOMPUTE_MAX };
+       O_N, O_RECOMPUTE_MAX, O_PRODUCTS };
 static const gf_cli_opt k_opts[] = {
     {O_STEPS, "steps", "N", "timed steps (default 5)"},
     {O_WARMUP, "warmup", "W", "untimed steps first (default 2)"},
@@ -68,6 +69,7 @@ static const gf_cli_opt k_opts[] = {
     {O_BATCH, "batch", "B", "batch rows (default: the recipe's)"},
     {O_SET, "set", "section.key=value", "override one recipe key (repeatable)"},
     {O_NO_PROFILE, "no-profile", NULL, "no op-family split"},
+    {O_PRODUCTS, "products", NULL, "CPU: also each matrix product shape's calls, ms and GFLOP/s per step"},
     {O_PEAK_N, "peak-n", "N", "size of the square GEMM timed for MFU (CPU default 2048, GPU 8192; 0: none)"},
     {O_TF32, "tf32", NULL, "GPU: also time the GEMMs in TF32"},
     {O_GENERATE, "generate", NULL, "time generation instead of training steps"},
@@ -155,6 +157,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         case O_N: NUM("--n", 1, 4096, o->rows); break;
         case O_RECOMPUTE_MAX: NUM("--recompute-max", 0, 1 << 20, o->recompute_max); break;
         case O_NO_PROFILE: o->profile = 0; break;
+        case O_PRODUCTS: o->products = 1; break;
         case O_TF32: o->tf32 = 1; break;
         case O_GENERATE: o->generate = 1; break;
         case O_SET:
@@ -197,7 +200,7 @@ static gf_status time_steps(gf_session *s, const bench_opts *o, int64_t B, gf_ad
             cpu0 = cpu_now();
             flt0 = minor_faults();
         }
-        s->ctx.profile = timed && o->profile && !clock;
+        s->ctx.profile = timed && (o->profile || o->products) && !clock;
         GF_TRY(s->task->random_batch(s, B, &s->rng));
         gf_step_out out;
         if (clock) GF_TRY(gf_bench_clock_start(clock));
@@ -257,6 +260,33 @@ static void print_launches(const bench_times *bt, int64_t steps) {
            (double)bt->launches[2] / (double)steps, (double)bt->launches[2] / (double)steps / 1e6);
 }
 
+/* --products: gf_gemm's products by shape over the timed steps, the longest first (a product
+ * inside another op's family, as the Plücker projection, is listed here too) */
+static int by_time(const void *a, const void *b) {
+    const double x = ((const gf_gemm_stat *)a)->s, y = ((const gf_gemm_stat *)b)->s;
+    return (x < y) - (x > y);
+}
+
+static void print_products(const gf_profile *pr, int64_t steps) {
+    gf_gemm_stat g[GF_GEMM_STATS];
+    memcpy(g, pr->gemm, (size_t)pr->n_gemm * sizeof g[0]);
+    qsort(g, (size_t)pr->n_gemm, sizeof g[0], by_time);
+    double ms = 0.0, prep = 0.0, flops = 0.0;
+    printf("gemm_products: %d shapes (M N K op(A) op(B) C calls/step ms/step GFLOP/s ms_rounding/step; op N or T, "
+           "C = or +=)\n", pr->n_gemm);
+    for (int i = 0; i < pr->n_gemm; i++) {
+        const double f = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].calls;
+        printf("gemm_product: %lld %lld %lld %c %c %s %.1f %.2f %.1f %.2f\n", (long long)g[i].M, (long long)g[i].N,
+               (long long)g[i].K, g[i].ta ? 'T' : 'N', g[i].tb ? 'T' : 'N', g[i].acc ? "+=" : "=",
+               (double)g[i].calls / (double)steps, 1e3 * g[i].s / (double)steps, g[i].s > 0 ? f / g[i].s * 1e-9 : 0.0,
+               1e3 * g[i].s_prep / (double)steps);
+        ms += g[i].s, prep += g[i].s_prep, flops += f;
+    }
+    printf("gemm_products_total: %.1f ms/step, %.1f GFLOP/s, %.1f ms rounding/step, %.6g FLOPs/step%s\n",
+           1e3 * ms / (double)steps, ms > 0 ? flops / ms * 1e-9 : 0.0, 1e3 * prep / (double)steps,
+           flops / (double)steps, pr->gemm_more ? " (more shapes than listed: their calls not counted)" : "");
+}
+
 static gf_status report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,
                         double comm, double rss_mb, double peak, const gf_bench_gpu *gpu, const bench_queued *q) {
     int world = gf_dist_size();
@@ -312,11 +342,12 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
             printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
                    1e3 * s->ctx.prof.fwd_s[f] / (double)steps, 1e3 * s->ctx.prof.bwd_s[f] / (double)steps);
     }
+    if (o->products && !gpu) print_products(&s->ctx.prof, steps);
     const gf_lm *lm = gf_session_lm(s);
     if (lm) { /* FLOPs are counted for the language models */
         double fpt = gf_lm_flops_per_token(&lm->cfg, L), gflops = 3.0 * fpt * tok / per * 1e-9;
-        printf("flops_per_token_fwd: %.4g\n", fpt);
-        printf("flops_per_step_train: %.4g\n", 3.0 * fpt * tok);
+        printf("flops_per_token_fwd: %.6g\n", fpt);
+        printf("flops_per_step_train: %.6g\n", 3.0 * fpt * tok);
         printf("achieved_gflops: %.1f\n", gflops);
         if (gpu) {
             gf_bench_gpu_print_mfu(gpu, gflops);

@@ -12,7 +12,8 @@
  *     gf_gemm_bf16_uses_dnnl): a matmul primitive,
  *     bf16 inputs, fp32 accumulation and output (beta 1: a sum post-op), one primitive per
  *     shape, created once and kept (gf_gemm_bf16_path says which); without AMX B is read in the
- *     layout the primitive picks, reordered from the rounded copy once a step (pack_b_for);
+ *     layout the primitive picks, B's fp32 values reordered into it by oneDNN, rounding on the
+ *     way, once a step (pack_b_for);
  *   - else: cblas_sgemm on the rounded values widened back to fp32: the same products of the
  *     same rounded inputs, accumulated in fp32 in another order (not the same bits), no faster.
  * Either way the result depends only on the inputs, the shape and the thread count.
@@ -64,6 +65,10 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
         else pack_row16(d16 + r * cols, src + r * ld, cols);
     }
 }
+
+/* ctx->profile: the seconds gemm_bf16 spent rounding and reordering the operands of the product
+ * in progress (one caller at a time, as a_scratch) */
+static double prep_s;
 
 /* The rounded copy of an A operand is needed only during its product, so all share one buffer,
  * grown to the largest (the tied head's dlogits chunk, 17 MB at the paper's size) and kept: in
@@ -132,11 +137,13 @@ typedef struct mm_prim {
     int ta, tb, acc;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
-    /* B in the layout the matmul chose, where that is not the stored one (any_b, mm_get): the reorder
-     * from b to bq and bq's size; rb NULL: the matmul reads b as stored */
-    dnnl_primitive_t rb;
-    dnnl_memory_t bq;
+    /* B in the layout the matmul chose, where that is not the stored one (any_b, mm_get): bq and its
+     * size, and the reorder rf from B's fp32 values (bf, row stride rf_ld) into it; bq NULL: the
+     * matmul reads b as stored */
+    dnnl_memory_t bq, bf;
     size_t bq_bytes;
+    dnnl_primitive_t rf;
+    int64_t rf_ld;
 } mm_prim;
 
 static struct {
@@ -195,16 +202,41 @@ typedef const_dnnl_memory_desc_t md_ref;
 typedef const dnnl_memory_desc_t *md_ref;
 #endif
 
-/* where the matmul chose another layout for B than the stored one (plain): the reorder into it */
+/* where the matmul chose another layout for B than the stored one (plain): bq, B's copy in it */
 static void blocked_b(mm_prim *p, md_ref plain, md_ref chosen) {
     if (dnnl_memory_desc_equal(chosen, plain)) return;
     const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
-    dnnl_primitive_desc_t rpd;
-    DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, plain, dn.eng, chosen, dn.eng, NULL));
-    DN_TRY(dnnl_primitive_create(&p->rb, rpd));
-    dnnl_primitive_desc_destroy(rpd);
     DN_TRY(dnnl_memory_create(&p->bq, chosen, dn.eng, DNNL_MEMORY_NONE));
     p->bq_bytes = dnnl_memory_desc_get_size(chosen);
+}
+
+/* p->rf: the reorder from B's stored fp32 values, row stride ld, into bq's layout, made for the
+ * first ld seen and again if another comes (one op's B keeps its stride) */
+static void f32_reorder(mm_prim *p, int64_t ld) {
+    const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
+    if (p->rf) dnnl_primitive_destroy(p->rf), dnnl_memory_destroy(p->bf), p->rf = NULL;
+    dnnl_dims_t db = {K, N}, sb = {p->tb ? 1 : ld, p->tb ? ld : 1};
+    md_ref chosen;
+#if DNNL_VERSION_MAJOR >= 3
+    dnnl_memory_desc_t mf;
+    DN_TRY(dnnl_memory_desc_create_with_strides(&mf, 2, db, dnnl_f32, sb));
+    DN_TRY(dnnl_memory_get_memory_desc(p->bq, &chosen));
+    md_ref from = mf;
+#else
+    dnnl_memory_desc_t mf;
+    DN_TRY(dnnl_memory_desc_init_by_strides(&mf, 2, db, dnnl_f32, sb));
+    DN_TRY(dnnl_memory_get_memory_desc(p->bq, &chosen));
+    md_ref from = &mf;
+#endif
+    dnnl_primitive_desc_t rpd;
+    DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, from, dn.eng, chosen, dn.eng, NULL));
+    DN_TRY(dnnl_primitive_create(&p->rf, rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    DN_TRY(dnnl_memory_create(&p->bf, from, dn.eng, DNNL_MEMORY_NONE));
+#if DNNL_VERSION_MAJOR >= 3
+    dnnl_memory_desc_destroy(mf);
+#endif
+    p->rf_ld = ld;
 }
 
 static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
@@ -275,23 +307,24 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
 }
 
 /* B (the stored rows x cols at B, row stride ld) rounded, in the layout p's matmul reads: pack_b's
- * copy, or B rounded into a scratch buffer (pack_bf16) and reordered into p's layout in the arena
- * (the same bits, moved), made once a step as pack_b's copies are */
+ * copy, or B's fp32 values reordered into p's layout in the arena by oneDNN, rounded on the way,
+ * made once a step as pack_b's copies are. One pass, where rounding into a plain copy first and
+ * reordering that took 2.8x as long (Zen 5). oneDNN's rounding is gf_bf16_of's (to nearest even)
+ * but for fp32 subnormals, which become zeros (the hardware's conversion), as the bf16 dot
+ * products treat subnormal inputs in any layout: the same product (unit/gemm_bf16_blocked_b_rounds_as_gflow). */
 static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t rows, int64_t cols, int64_t ld) {
-    if (!p->rb) return pack_b(ctx, B, rows, cols, ld, 0);
+    if (!p->bq) return pack_b(ctx, B, rows, cols, ld, 0);
     const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
     for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *q = &ctx->bf16_packs[i];
         if (q->src == B && q->rows == rows && q->cols == cols && q->ld == ld && q->layout == p) return q->packed;
     }
-    static scratch plain; // (rows, cols) bf16, the reorder's source
-    uint16_t *b16 = scratch_take(&plain, (size_t)(rows * cols) * sizeof(uint16_t));
-    pack_bf16(b16, B, rows, cols, ld, 0);
+    if (!p->rf || p->rf_ld != ld) f32_reorder(p, ld);
     void *d = gf_arena_alloc(&ctx->arena, p->bq_bytes);
-    DN_TRY(dnnl_memory_set_data_handle(p->b, b16));
+    DN_TRY(dnnl_memory_set_data_handle(p->bf, (void *)B));
     DN_TRY(dnnl_memory_set_data_handle(p->bq, d));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->b}, {DNNL_ARG_TO, p->bq}};
-    DN_TRY(dnnl_primitive_execute(p->rb, dn.strm, 2, args));
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->bf}, {DNNL_ARG_TO, p->bq}};
+    DN_TRY(dnnl_primitive_execute(p->rf, dn.strm, 2, args));
     DN_TRY(dnnl_stream_wait(dn.strm));
     if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
         ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, 0, p, d};
@@ -302,8 +335,10 @@ static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t r
 static void mm_run(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *a, const float *B,
                    int64_t br, int64_t bc, int64_t ldb, float *C, int64_t ldc, int acc) {
     mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc);
+    const double t0 = gf_prof_begin(ctx);
     const void *b = pack_b_for(ctx, p, B, br, bc, ldb);
-    dnnl_memory_t wb = p->rb ? p->bq : p->b;
+    if (ctx->profile) prep_s += gf_time_now() - t0;
+    dnnl_memory_t wb = p->bq ? p->bq : p->b;
     DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
     DN_TRY(dnnl_memory_set_data_handle(wb, (void *)b));
     DN_TRY(dnnl_memory_set_data_handle(p->c, C));
@@ -365,6 +400,23 @@ int gf_gemm_bf16_dnnl(int64_t N, int64_t ldc) {
 #endif
 }
 
+/* ctx->profile: one product's time added to its shape's row (gf_profile.gemm) */
+static void gemm_note(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float beta, double s) {
+    gf_profile *pr = &ctx->prof;
+    const int acc = beta != 0.0f;
+    gf_gemm_stat *g = NULL;
+    for (int i = 0; i < pr->n_gemm && !g; i++) {
+        gf_gemm_stat *q = &pr->gemm[i];
+        if (q->M == M && q->N == N && q->K == K && q->ta == ta && q->tb == tb && q->acc == acc) g = q;
+    }
+    if (!g && pr->n_gemm == GF_GEMM_STATS) {
+        pr->gemm_more++;
+        return;
+    }
+    if (!g) g = &pr->gemm[pr->n_gemm++], *g = (gf_gemm_stat){.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .acc = acc};
+    g->calls++, g->s += s, g->s_prep += prep_s;
+}
+
 /* How gemm_bf16 gets A: rounded here (pack_a, kept for the next product of the same A), the
  * caller's bf16 bits (A16, dense), or the caller's fp32 values that are bf16 already (A_ROUNDED:
  * not kept, the caller may rewrite them, as the head does chunk by chunk) */
@@ -378,6 +430,7 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef GF_HAVE_DNNL
     if (gf_gemm_bf16_dnnl(N, ldc)) {
+        const double t0 = gf_prof_begin(ctx);
         const uint16_t *a = A16; // (ar, ac) bf16
         if (akind == A_ROUND) {
             a = pack_a(ctx, A, ar, ac, lda, 0);
@@ -387,10 +440,12 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
             pack_bf16(w, A, ar, ac, lda, 0);
             a = w;
         }
+        if (ctx->profile) prep_s += gf_time_now() - t0;
         mm_run(ctx, ta, tb, M, N, K, a, B, br, bc, ldb, C, ldc, beta != 0.0f);
         return;
     }
 #endif
+    const double t0 = gf_prof_begin(ctx);
     const float *a = A; // (ar, ac) bf16 values, row stride la
     int64_t la = ac;
     if (akind == A_BITS) {
@@ -405,6 +460,7 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
         la = lda;
     }
     const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
+    if (ctx->profile) prep_s += gf_time_now() - t0;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                 gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(la), b, gf_blas_int(bc), beta, C,
                 gf_blas_int(ldc));
@@ -414,13 +470,15 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
     if (M == 0 || N == 0) return;
-    if (ctx->precision == GF_PREC_FP32 || K == 0) {
+    const double t0 = gf_prof_begin(ctx);
+    prep_s = 0.0;
+    if (ctx->precision == GF_PREC_FP32 || K == 0)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                     gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C,
                     gf_blas_int(ldc));
-        return;
-    }
-    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, beta, C, ldc);
+    else
+        gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, beta, C, ldc);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
 }
 
 void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
@@ -430,7 +488,10 @@ void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, c
     GF_ASSERT(lda == (ta ? M : K), "gf_gemm_a16: A's row stride %lld is not its column count", (long long)lda);
     GF_ASSERT(K > 0, "gf_gemm_a16: K = 0");
     if (M == 0 || N == 0) return;
+    const double t0 = gf_prof_begin(ctx);
+    prep_s = 0.0;
     gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, A_BITS, lda, B, ldb, beta, C, ldc);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
 }
 
 void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -439,5 +500,8 @@ void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_
     GF_ASSERT(ctx->precision == GF_PREC_BF16, "gf_gemm_rounded_a: a bf16 operand in an fp32 context");
     GF_ASSERT(K > 0, "gf_gemm_rounded_a: K = 0");
     if (M == 0 || N == 0) return;
+    const double t0 = gf_prof_begin(ctx);
+    prep_s = 0.0;
     gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUNDED, lda, B, ldb, beta, C, ldc);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
 }

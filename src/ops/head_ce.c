@@ -125,7 +125,11 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     uint16_t *dl16 = bits ? gf_arena_alloc(&ctx->arena, (size_t)(CH * Vp) * sizeof(uint16_t)) : NULL; // (CH, Vp)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
     float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
-    float *dE = grad ? gf_arena_calloc(&ctx->arena, (size_t)(Vp * D) * sizeof(float)) : NULL; // (Vp, D)
+    /* dE is written by the first chunk's product (beta 0) and summed into by the others: zeroed
+     * first, it took a 31 MB pass and oneDNN's sum post-op one more time */
+    float *dE = !grad ? NULL
+                : N > 0 ? gf_arena_floats(&ctx->arena, Vp * D)
+                        : gf_arena_calloc(&ctx->arena, (size_t)(Vp * D) * sizeof(float)); // (Vp, D)
     int iD = gf_blas_int(D), iV = gf_blas_int(Vp);
 
     for (int64_t c0 = 0; c0 < N; c0 += CH) {
@@ -162,13 +166,13 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
         }
         if (dl16) {
             gf_gemm_a16(ctx, 0, 0, n, iD, iV, dl16, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
-            gf_gemm_a16(ctx, 1, 0, iV, iD, n, dl16, iV, hc, iD, 1.0f, dE, iD);
+            gf_gemm_a16(ctx, 1, 0, iV, iD, n, dl16, iV, hc, iD, c0 ? 1.0f : 0.0f, dE, iD);
         } else if (grad && bf16) {
             gf_gemm_rounded_a(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
-            gf_gemm_rounded_a(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);
+            gf_gemm_rounded_a(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, c0 ? 1.0f : 0.0f, dE, iD);
         } else if (grad) {
             gf_gemm(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
-            gf_gemm(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, 1.0f, dE, iD);
+            gf_gemm(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, c0 ? 1.0f : 0.0f, dE, iD);
         }
     }
     double tot = 0.0;

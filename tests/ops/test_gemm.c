@@ -180,6 +180,41 @@ GF_TEST(unit, gemm_bf16_b_copies_kept_per_orientation) {
     gf_ctx_free(&ctx);
 }
 
+/* Where oneDNN reads B in a layout of its own (no AMX), B's fp32 values are reordered into it by
+ * oneDNN, which rounds on the way (gemm.c, pack_b_for): to nearest even as gf_bf16_round, ties
+ * included, so B and B already rounded give the same bits (both orientations of B). fp32
+ * subnormals become zeros there, as oneDNN's bf16 products treat subnormal inputs as zeros in any
+ * layout (AVX512-BF16's and AMX's dot products): a product of one subnormal term is 0 on oneDNN's
+ * path, 1e-39 x a on OpenBLAS's. */
+GF_TEST(unit, gemm_bf16_blocked_b_rounds_as_gflow) {
+    enum { M = 16, N = 48, K = 64 };
+    float A[M * K], B[K * N], Br[K * N], C0[M * N], C1[M * N];
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = GF_PREC_BF16;
+    fill(A, M * K, 50);
+    for (int tb = 0; tb < 2; tb++) {
+        fill(B, K * N, 51 + (uint64_t)tb);
+        /* ties: halfway between two bf16 values, even and odd below */
+        for (int i = 0; i < K * N; i += 7) B[i] = bits_to_float(0x3f808000u + (uint32_t)(i % 3) * 0x10000u);
+        for (int i = 0; i < K * N; i++) Br[i] = gf_bf16_round(B[i]);
+        gf_gemm(&ctx, 0, tb, M, N, K, A, K, B, tb ? K : N, 0.0f, C0, N);
+        gf_gemm(&ctx, 0, tb, M, N, K, A, K, Br, tb ? K : N, 0.0f, C1, N);
+        GF_CHECK(!memcmp(C0, C1, sizeof C0), "tb %d: B and B rounded by gf_bf16_round give other bits", tb);
+        gf_ctx_reset(&ctx);
+    }
+    /* one subnormal term: C = A[0, 0] B[0, 0] alone */
+    memset(B, 0, sizeof B);
+    B[0] = 1e-39f;
+    float a1[M * K];
+    for (int i = 0; i < M * K; i++) a1[i] = 1.0f;
+    gf_gemm(&ctx, 0, 0, M, N, K, a1, K, B, N, 0.0f, C0, N);
+    const char *path = gf_gemm_bf16_path();
+    const int dnnl = !strncmp(path, "oneDNN", 6);
+    GF_CHECK(dnnl ? C0[0] == 0.0f : C0[0] != 0.0f, "%s: a subnormal B term gave %g", path, (double)C0[0]);
+    gf_ctx_free(&ctx);
+}
+
 /* A's rounded copy is reused by the next product of the same A in the same pack epoch (a linear's
  * dX and dW) and made anew after a reset, or when another context rounded an A meanwhile: an
  * activation buffer refilled at the same address is never read stale */

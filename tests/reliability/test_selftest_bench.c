@@ -100,3 +100,47 @@ GF_TEST(smoke, rel_step_memory_checked_before_first_step) {
     check_refusal(&as, arena, "step arena", "batch_size");
 #endif
 }
+
+/* `gflow bench --products`: gf_gemm's products by shape. Their FLOPs are the model's training
+ * FLOPs but for the Plücker pairs (3 x 2 x layers x offsets x 2P per token), the base recipe's r 6,
+ * 3 offsets, 2 layers: in fp32 exactly; in bf16 plus the head's vocabulary padded to a multiple of
+ * 256 (head_ce.c), and with time spent rounding. The rows add up to the total. */
+static void check_products(const char *precision) {
+    char args[1200];
+    int rc;
+    snprintf(args, sizeof args, "bench '%s' --steps 2 --warmup 1 --peak-n 0 --threads 1 --products --set run.precision=%s",
+             rel_base_recipe(), precision);
+    char *t = gflow_out("bench-products", args, &rc);
+    GF_REQUIRE(rc == 0 && t, "gflow %s: exit %d: %s", args, rc, t ? t : "");
+    const char *bl = strstr(t, " V="), *bb = strstr(t, " B="), *ll = strstr(t, " L="), *tot = strstr(t, "\ngemm_products_total: ");
+    GF_REQUIRE(bl && bb && ll && tot, "bench --products: no header or no gemm_products_total: %s", t);
+    const double V = strtod(bl + 3, NULL), B = strtod(bb + 3, NULL), L = strtod(ll + 3, NULL);
+    double ms = 0, rounding = 0, flops = 0, sum_ms = 0, sum_flops = 0;
+    const int got = sscanf(tot, "\ngemm_products_total: %lf ms/step, %*f GFLOP/s, %lf ms rounding/step, %lf FLOPs/step",
+                           &ms, &rounding, &flops); /* (no % in a check's condition: it joins the message's format) */
+    GF_REQUIRE(got == 3, "gemm_products_total unreadable: %s", tot);
+    int rows = 0;
+    for (const char *p = strstr(t, "\ngemm_product: "); p; p = strstr(p + 1, "\ngemm_product: ")) {
+        double M, N, K, calls, rms;
+        const int n = sscanf(p, "\ngemm_product: %lf %lf %lf %*c %*c %*s %lf %lf", &M, &N, &K, &calls, &rms);
+        GF_REQUIRE(n == 5, "a gemm_product row unreadable: %.80s", p + 1);
+        GF_CHECK(calls >= 0.5 && rms >= 0, "row %.60s: calls/step %g, ms %g", p + 1, calls, rms);
+        sum_flops += 2 * M * N * K * calls, sum_ms += rms, rows++;
+    }
+    GF_CHECK(rows >= 10, "%d product shapes in a GrassmannLM step", rows);
+    GF_CHECK(fabs(sum_flops - flops) <= 1e-5 * flops, "rows' FLOPs %.9g, total %.9g", sum_flops, flops);
+    GF_CHECK(fabs(sum_ms - ms) <= 0.01 * rows + 0.05, "rows' ms %g, total %g", sum_ms, ms);
+    const double pairs = 3 * 2 * 2 * 3 * 2 * (6 * 5 / 2) * B * L, train = field(t, "flops_per_step_train");
+    const int bf16 = !strcmp(precision, "bf16");
+    const double pad = bf16 ? 3 * 2 * (ceil(V / 256) * 256 - V) * 32 * B * L : 0;
+    GF_CHECK(fabs(flops - (train - pairs + pad)) <= 1e-5 * train,
+             "%s: products' FLOPs %.9g, the model's %.9g less the pairs' %.9g plus the head's pad %.9g", precision, flops,
+             train, pairs, pad);
+    GF_CHECK(bf16 ? rounding > 0 : rounding == 0, "%s: %g ms rounding a step", precision, rounding);
+    free(t);
+}
+
+GF_TEST(smoke, bench_products_are_the_models_products) {
+    check_products("fp32");
+    check_products("bf16");
+}
