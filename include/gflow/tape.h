@@ -68,7 +68,7 @@ typedef struct gf_gemm_stat {
     int64_t M, N, K;
     int ta, tb, acc;
     int64_t calls;
-    double s, s_prep; /* seconds in all; of them, rounding and reordering the operands (bf16) */
+    double s, s_round_a, s_round_b; /* seconds in all; of them, rounding A, rounding and reordering B (bf16) */
 } gf_gemm_stat;
 
 #define GF_GEMM_STATS 64

@@ -271,20 +271,21 @@ static void print_products(const gf_profile *pr, int64_t steps) {
     gf_gemm_stat g[GF_GEMM_STATS];
     memcpy(g, pr->gemm, (size_t)pr->n_gemm * sizeof g[0]);
     qsort(g, (size_t)pr->n_gemm, sizeof g[0], by_time);
-    double ms = 0.0, prep = 0.0, flops = 0.0;
-    printf("gemm_products: %d shapes (M N K op(A) op(B) C calls/step ms/step GFLOP/s ms_rounding/step; op N or T, "
-           "C = or +=)\n", pr->n_gemm);
+    double ms = 0.0, ra = 0.0, rb = 0.0, flops = 0.0;
+    const double st = (double)steps;
+    printf("gemm_products: %d shapes (M N K op(A) op(B) C calls/step ms/step GFLOP/s ms_rounding_A/step "
+           "ms_rounding_B/step; op N or T, C = or +=; B's rounding includes its reorder)\n", pr->n_gemm);
     for (int i = 0; i < pr->n_gemm; i++) {
         const double f = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].calls;
-        printf("gemm_product: %lld %lld %lld %c %c %s %.1f %.2f %.1f %.2f\n", (long long)g[i].M, (long long)g[i].N,
-               (long long)g[i].K, g[i].ta ? 'T' : 'N', g[i].tb ? 'T' : 'N', g[i].acc ? "+=" : "=",
-               (double)g[i].calls / (double)steps, 1e3 * g[i].s / (double)steps, g[i].s > 0 ? f / g[i].s * 1e-9 : 0.0,
-               1e3 * g[i].s_prep / (double)steps);
-        ms += g[i].s, prep += g[i].s_prep, flops += f;
+        printf("gemm_product: %lld %lld %lld %c %c %s %.1f %.2f %.1f %.2f %.2f\n", (long long)g[i].M,
+               (long long)g[i].N, (long long)g[i].K, g[i].ta ? 'T' : 'N', g[i].tb ? 'T' : 'N', g[i].acc ? "+=" : "=",
+               (double)g[i].calls / st, 1e3 * g[i].s / st, g[i].s > 0 ? f / g[i].s * 1e-9 : 0.0,
+               1e3 * g[i].s_round_a / st, 1e3 * g[i].s_round_b / st);
+        ms += g[i].s, ra += g[i].s_round_a, rb += g[i].s_round_b, flops += f;
     }
-    printf("gemm_products_total: %.1f ms/step, %.1f GFLOP/s, %.1f ms rounding/step, %.6g FLOPs/step%s\n",
-           1e3 * ms / (double)steps, ms > 0 ? flops / ms * 1e-9 : 0.0, 1e3 * prep / (double)steps,
-           flops / (double)steps, pr->gemm_more ? " (more shapes than listed: their calls not counted)" : "");
+    printf("gemm_products_total: %.1f ms/step, %.1f GFLOP/s, %.1f ms rounding/step (A %.1f, B %.1f), %.6g "
+           "FLOPs/step%s\n", 1e3 * ms / st, ms > 0 ? flops / ms * 1e-9 : 0.0, 1e3 * (ra + rb) / st, 1e3 * ra / st,
+           1e3 * rb / st, flops / st, pr->gemm_more ? " (more shapes than listed: their calls not counted)" : "");
 }
 
 static gf_status report(gf_session *s, const bench_opts *o, const bench_times *bt, int64_t B, double per,

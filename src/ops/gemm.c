@@ -66,9 +66,9 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
     }
 }
 
-/* ctx->profile: the seconds gemm_bf16 spent rounding and reordering the operands of the product
- * in progress (one caller at a time, as a_scratch) */
-static double prep_s;
+/* ctx->profile: the seconds gemm_bf16 spent rounding A and rounding and reordering B for the
+ * product in progress (one caller at a time, as a_scratch) */
+static double prep_a, prep_b;
 
 /* The rounded copy of an A operand is needed only during its product, so all share one buffer,
  * grown to the largest (the tied head's dlogits chunk, 17 MB at the paper's size) and kept: in
@@ -337,7 +337,7 @@ static void mm_run(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K,
     mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc);
     const double t0 = gf_prof_begin(ctx);
     const void *b = pack_b_for(ctx, p, B, br, bc, ldb);
-    if (ctx->profile) prep_s += gf_time_now() - t0;
+    if (ctx->profile) prep_b += gf_time_now() - t0;
     dnnl_memory_t wb = p->bq ? p->bq : p->b;
     DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
     DN_TRY(dnnl_memory_set_data_handle(wb, (void *)b));
@@ -414,7 +414,7 @@ static void gemm_note(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
         return;
     }
     if (!g) g = &pr->gemm[pr->n_gemm++], *g = (gf_gemm_stat){.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .acc = acc};
-    g->calls++, g->s += s, g->s_prep += prep_s;
+    g->calls++, g->s += s, g->s_round_a += prep_a, g->s_round_b += prep_b;
 }
 
 /* How gemm_bf16 gets A: rounded here (pack_a, kept for the next product of the same A), the
@@ -440,7 +440,7 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
             pack_bf16(w, A, ar, ac, lda, 0);
             a = w;
         }
-        if (ctx->profile) prep_s += gf_time_now() - t0;
+        if (ctx->profile) prep_a += gf_time_now() - t0;
         mm_run(ctx, ta, tb, M, N, K, a, B, br, bc, ldb, C, ldc, beta != 0.0f);
         return;
     }
@@ -459,8 +459,9 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     } else {
         la = lda;
     }
+    const double t1 = gf_prof_begin(ctx);
     const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
-    if (ctx->profile) prep_s += gf_time_now() - t0;
+    if (ctx->profile) prep_a += t1 - t0, prep_b += gf_time_now() - t1;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                 gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(la), b, gf_blas_int(bc), beta, C,
                 gf_blas_int(ldc));
@@ -471,7 +472,7 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
     GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
-    prep_s = 0.0;
+    prep_a = prep_b = 0.0;
     if (ctx->precision == GF_PREC_FP32 || K == 0)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                     gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C,
@@ -489,7 +490,7 @@ void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, c
     GF_ASSERT(K > 0, "gf_gemm_a16: K = 0");
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
-    prep_s = 0.0;
+    prep_a = prep_b = 0.0;
     gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, A_BITS, lda, B, ldb, beta, C, ldc);
     if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
 }
@@ -501,7 +502,7 @@ void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_
     GF_ASSERT(K > 0, "gf_gemm_rounded_a: K = 0");
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
-    prep_s = 0.0;
+    prep_a = prep_b = 0.0;
     gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUNDED, lda, B, ldb, beta, C, ldc);
     if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
 }

@@ -104,7 +104,7 @@ GF_TEST(smoke, rel_step_memory_checked_before_first_step) {
 /* `gflow bench --products`: gf_gemm's products by shape. Their FLOPs are the model's training
  * FLOPs but for the Plücker pairs (3 x 2 x layers x offsets x 2P per token), the base recipe's r 6,
  * 3 offsets, 2 layers: in fp32 exactly; in bf16 plus the head's vocabulary padded to a multiple of
- * 256 (head_ce.c), and with time spent rounding. The rows add up to the total. */
+ * 256 (head_ce.c), and with time spent rounding both operands. The rows add up to the total. */
 static void check_products(const char *precision) {
     char args[1200];
     int rc;
@@ -115,10 +115,12 @@ static void check_products(const char *precision) {
     const char *bl = strstr(t, " V="), *bb = strstr(t, " B="), *ll = strstr(t, " L="), *tot = strstr(t, "\ngemm_products_total: ");
     GF_REQUIRE(bl && bb && ll && tot, "bench --products: no header or no gemm_products_total: %s", t);
     const double V = strtod(bl + 3, NULL), B = strtod(bb + 3, NULL), L = strtod(ll + 3, NULL);
-    double ms = 0, rounding = 0, flops = 0, sum_ms = 0, sum_flops = 0;
-    const int got = sscanf(tot, "\ngemm_products_total: %lf ms/step, %*f GFLOP/s, %lf ms rounding/step, %lf FLOPs/step",
-                           &ms, &rounding, &flops); /* (no % in a check's condition: it joins the message's format) */
-    GF_REQUIRE(got == 3, "gemm_products_total unreadable: %s", tot);
+    double ms = 0, rounding = 0, ra = 0, rb = 0, flops = 0, sum_ms = 0, sum_flops = 0;
+    const int got = sscanf(tot, "\ngemm_products_total: %lf ms/step, %*f GFLOP/s, %lf ms rounding/step (A %lf, B %lf), "
+                           "%lf FLOPs/step", &ms, &rounding, &ra, &rb, &flops); /* (no % in a check's condition: it
+                                                                                 * joins the message's format) */
+    GF_REQUIRE(got == 5, "gemm_products_total unreadable: %s", tot);
+    GF_CHECK(fabs(ra + rb - rounding) <= 0.11, "rounding %g ms, A %g + B %g", rounding, ra, rb);
     int rows = 0;
     for (const char *p = strstr(t, "\ngemm_product: "); p; p = strstr(p + 1, "\ngemm_product: ")) {
         double M, N, K, calls, rms;
@@ -136,7 +138,7 @@ static void check_products(const char *precision) {
     GF_CHECK(fabs(flops - (train - pairs + pad)) <= 1e-5 * train,
              "%s: products' FLOPs %.9g, the model's %.9g less the pairs' %.9g plus the head's pad %.9g", precision, flops,
              train, pairs, pad);
-    GF_CHECK(bf16 ? rounding > 0 : rounding == 0, "%s: %g ms rounding a step", precision, rounding);
+    GF_CHECK(bf16 ? ra > 0 && rb > 0 : ra == 0 && rb == 0, "%s: %g ms rounding A, %g B a step", precision, ra, rb);
     free(t);
 }
 
