@@ -1,0 +1,48 @@
+/* onednn-plucker-dw.c — the Plücker projection's dW in bf16 as (256, 496) += Gᵀ pbar, transposed as (496, 256) = pbarᵀ G, and at N 512, B in oneDNN's layout. docs/performance.md "AMD EPYC Zen 5". gcc -O2 -fopenmp onednn-plucker-dw.c -ldnnl && OMP_NUM_THREADS=2 ./a.out */
+/* onednn-head-shapes.c — the tied head's bf16 matmul shapes alone in oneDNN (docs/performance.md,
+ * "The tied head in bf16"): gcc -O2 -fopenmp onednn-head-shapes.c -ldnnl && OMP_NUM_THREADS=2 ./a.out
+ * anyB: B in the layout oneDNN picks (format any); plain: B as stored. */
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define T(c) do{dnnl_status_t s=(c); if(s){printf("fail %s %d\n",#c,s);exit(1);}}while(0)
+static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
+dnnl_engine_t eng; dnnl_stream_t st;
+/* parts products C(M,N) f32 (dst row stride ldc, or written transposed tc) = A(M,K) * B(K,N), side by side */
+static int anyb = 1, acc = 0;
+static void run(const char *what,int64_t M,int64_t N,int64_t K,int ta,int tb,int tc,int64_t ldc,int parts,int reps){
+  dnnl_memory_desc_t ma,mb,mc,mbq; dnnl_dims_t da={M,K},db={K,N},dc={M,N};
+  dnnl_dims_t sa={ta?1:K,ta?M:1}, sb={tb?1:N,tb?K:1}, sc={tc?1:ldc,tc?ldc:1};
+  T(dnnl_memory_desc_init_by_strides(&ma,2,da,dnnl_bf16,sa));
+  T(dnnl_memory_desc_init_by_strides(&mb,2,db,dnnl_bf16,sb));
+  T(dnnl_memory_desc_init_by_strides(&mc,2,dc,dnnl_f32,sc));
+  if (anyb) T(dnnl_memory_desc_init_by_tag(&mbq,2,db,dnnl_bf16,dnnl_format_tag_any)); else mbq = mb;
+  dnnl_matmul_desc_t md; T(dnnl_matmul_desc_init(&md,&ma,&mbq,NULL,&mc));
+  dnnl_primitive_attr_t at; T(dnnl_primitive_attr_create(&at)); if(acc){dnnl_post_ops_t po; T(dnnl_post_ops_create(&po)); T(dnnl_post_ops_append_sum(po,1.0f)); T(dnnl_primitive_attr_set_post_ops(at,po));}
+  dnnl_primitive_desc_t pd; T(dnnl_primitive_desc_create(&pd,&md,at,eng,NULL));
+  const char *impl; T(dnnl_primitive_desc_query(pd,dnnl_query_impl_info_str,0,&impl));
+  const dnnl_memory_desc_t *mw=dnnl_primitive_desc_query_md(pd,dnnl_query_weights_md,0);
+  dnnl_primitive_t p; T(dnnl_primitive_create(&p,pd));
+  size_t cn=(size_t)(tc?N*ldc:M*ldc)*(tc?parts:1);
+  void *a=aligned_alloc(64,M*K*2), *b=aligned_alloc(64,(dnnl_memory_desc_get_size(mw)+63)/64*64), *c=aligned_alloc(64,cn*4+4096*64);
+  memset(a,0x3f,M*K*2); memset(b,0x3f,dnnl_memory_desc_get_size(mw)); memset(c,0,cn*4);
+  dnnl_memory_t A,B,C; T(dnnl_memory_create(&A,&ma,eng,a)); T(dnnl_memory_create(&B,mw,eng,b)); T(dnnl_memory_create(&C,&mc,eng,c));
+  dnnl_exec_arg_t args[3]={{DNNL_ARG_SRC,A},{DNNL_ARG_WEIGHTS,B},{DNNL_ARG_DST,C}};
+  T(dnnl_primitive_execute(p,st,3,args)); dnnl_stream_wait(st);
+  double best=1e9,tot=0;
+  for(int r=0;r<reps;r++){double t0=now(); for(int q=0;q<parts;q++){T(dnnl_memory_set_data_handle(C,(float*)c+(tc?q*N*ldc:q*N))); T(dnnl_primitive_execute(p,st,3,args));} dnnl_stream_wait(st); double t=now()-t0; tot+=t; if(t<best)best=t;}
+  printf("%-5s %-26s %5ldx%5ldx%5ld x%-3d %-26s best %7.2f ms mean %7.2f ms %6.0f GFLOP/s\n",anyb?"anyB":"plain",what,(long)M,(long)N,(long)K,parts,impl,best*1e3,tot/reps*1e3,2.0*M*N*K*parts/best/1e9);
+  free(a);free(b);free(c);
+}
+int main(void){
+  setvbuf(stdout,NULL,_IONBF,0); T(dnnl_engine_create(&eng,dnnl_cpu,0)); T(dnnl_stream_create(&st,eng,dnnl_stream_default_flags));
+  anyb=1;
+  for (int rep=0; rep<2; rep++) {
+    acc=1; run("dW (D,P) += GT pbar",256,496,4096,1,0,0,496,1,6);
+    acc=0; run("dWT (P,D) = pbarT G",496,256,4096,1,0,0,256,1,6);
+    acc=1; run("dW N512",256,512,4096,1,0,0,512,1,6);
+  }
+  return 0;
+}
