@@ -1,6 +1,10 @@
-/* onednn-head-shapes.c — the tied head's bf16 matmul shapes alone in oneDNN (docs/performance.md,
- * "The tied head in bf16"): gcc -O2 -fopenmp onednn-head-shapes.c -ldnnl && OMP_NUM_THREADS=2 ./a.out
- * anyB: B in the layout oneDNN picks (format any); plain: B as stored. */
+/* onednn-head-shapes.c — bf16 matmul shapes alone in oneDNN 2.x (docs/performance.md):
+ *   gcc -O2 -fopenmp onednn-head-shapes.c -ldnnl && OMP_NUM_THREADS=2 ./a.out [SET]
+ * SET head (default): the tied head's shapes at 256 rows ("The tied head in bf16"), B as stored
+ * (plain) and in the layout oneDNN picks (anyB); sum: the head's at 512 and more rows, written and
+ * summed into (acc 1: oneDNN's sum post-op), anyB; plucker-dw: the Plücker projection's dW as
+ * (256, 496) += Gᵀ pbar, transposed as (496, 256) = pbarᵀ G, and at N 512 (the last two: "AMD EPYC
+ * Zen 5"). */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +14,7 @@
 static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
 dnnl_engine_t eng; dnnl_stream_t st;
 /* parts products C(M,N) f32 (dst row stride ldc, or written transposed tc) = A(M,K) * B(K,N), side by side */
-static int anyb = 1;
+static int anyb = 1, acc = 0;
 static void run(const char *what,int64_t M,int64_t N,int64_t K,int ta,int tb,int tc,int64_t ldc,int parts,int reps){
   dnnl_memory_desc_t ma,mb,mc,mbq; dnnl_dims_t da={M,K},db={K,N},dc={M,N};
   dnnl_dims_t sa={ta?1:K,ta?M:1}, sb={tb?1:N,tb?K:1}, sc={tc?1:ldc,tc?ldc:1};
@@ -19,7 +23,8 @@ static void run(const char *what,int64_t M,int64_t N,int64_t K,int ta,int tb,int
   T(dnnl_memory_desc_init_by_strides(&mc,2,dc,dnnl_f32,sc));
   if (anyb) T(dnnl_memory_desc_init_by_tag(&mbq,2,db,dnnl_bf16,dnnl_format_tag_any)); else mbq = mb;
   dnnl_matmul_desc_t md; T(dnnl_matmul_desc_init(&md,&ma,&mbq,NULL,&mc));
-  dnnl_primitive_desc_t pd; T(dnnl_primitive_desc_create(&pd,&md,NULL,eng,NULL));
+  dnnl_primitive_attr_t at; T(dnnl_primitive_attr_create(&at)); if(acc){dnnl_post_ops_t po; T(dnnl_post_ops_create(&po)); T(dnnl_post_ops_append_sum(po,1.0f)); T(dnnl_primitive_attr_set_post_ops(at,po));}
+  dnnl_primitive_desc_t pd; T(dnnl_primitive_desc_create(&pd,&md,at,eng,NULL));
   const char *impl; T(dnnl_primitive_desc_query(pd,dnnl_query_impl_info_str,0,&impl));
   const dnnl_memory_desc_t *mw=dnnl_primitive_desc_query_md(pd,dnnl_query_weights_md,0);
   dnnl_primitive_t p; T(dnnl_primitive_create(&p,pd));
@@ -31,11 +36,10 @@ static void run(const char *what,int64_t M,int64_t N,int64_t K,int ta,int tb,int
   T(dnnl_primitive_execute(p,st,3,args)); dnnl_stream_wait(st);
   double best=1e9,tot=0;
   for(int r=0;r<reps;r++){double t0=now(); for(int q=0;q<parts;q++){T(dnnl_memory_set_data_handle(C,(float*)c+(tc?q*N*ldc:q*N))); T(dnnl_primitive_execute(p,st,3,args));} dnnl_stream_wait(st); double t=now()-t0; tot+=t; if(t<best)best=t;}
-  printf("%-5s %-26s %5ldx%5ldx%5ld x%-3d %-26s best %7.2f ms mean %7.2f ms %6.0f GFLOP/s\n",anyb?"anyB":"plain",what,(long)M,(long)N,(long)K,parts,impl,best*1e3,tot/reps*1e3,2.0*M*N*K*parts/best/1e9);
+  printf("%-5s%s %-26s %5ldx%5ldx%5ld x%-3d %-26s best %7.2f ms mean %7.2f ms %6.0f GFLOP/s\n",anyb?"anyB":"plain",acc?"+=":"",what,(long)M,(long)N,(long)K,parts,impl,best*1e3,tot/reps*1e3,2.0*M*N*K*parts/best/1e9);
   free(a);free(b);free(c);
 }
-int main(void){
-  setvbuf(stdout,NULL,_IONBF,0); T(dnnl_engine_create(&eng,dnnl_cpu,0)); T(dnnl_stream_create(&st,eng,dnnl_stream_default_flags));
+static void head(void){
   int V=30522;
   for (anyb = 0; anyb < 2; anyb++) {
     run("logits N 30522",256,V,256,0,1,0,V,1,6);
@@ -49,5 +53,34 @@ int main(void){
     run("dh K 30720",256,256,30720,0,0,0,256,1,6);
     run("dE M 30522",V,256,256,1,0,0,256,1,6);
   }
+}
+static void sum(void){
+  int V=30720; anyb=1;
+  for (acc = 0; acc < 2; acc++) {
+    run("dE K512",V,256,512,1,0,0,256,1,5);
+    run("dE K1024",V,256,1024,1,0,0,256,1,4);
+    run("dE K2048",V,256,2048,1,0,0,256,1,3);
+    run("dE K4096",V,256,4096,1,0,0,256,1,2);
+    run("dh M512",512,256,V,0,0,0,256,1,5);
+    run("dh M1024",1024,256,V,0,0,0,256,1,4);
+    run("logits M512",512,V,256,0,1,0,V,1,5);
+    run("logits M1024",1024,V,256,0,1,0,V,1,4);
+  }
+}
+static void plucker_dw(void){
+  anyb=1;
+  for (int rep=0; rep<2; rep++) {
+    acc=1; run("dW (D,P) += GT pbar",256,496,4096,1,0,0,496,1,6);
+    acc=0; run("dWT (P,D) = pbarT G",496,256,4096,1,0,0,256,1,6);
+    acc=1; run("dW N512",256,512,4096,1,0,0,512,1,6);
+  }
+}
+int main(int argc, char **argv){
+  setvbuf(stdout,NULL,_IONBF,0); T(dnnl_engine_create(&eng,dnnl_cpu,0)); T(dnnl_stream_create(&st,eng,dnnl_stream_default_flags));
+  const char *set = argc > 1 ? argv[1] : "head";
+  if (!strcmp(set,"head")) head();
+  else if (!strcmp(set,"sum")) sum();
+  else if (!strcmp(set,"plucker-dw")) plucker_dw();
+  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw]\n",argv[0]); return 2; }
   return 0;
 }
