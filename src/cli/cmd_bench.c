@@ -430,6 +430,13 @@ int gf_cmd_bench(int argc, char **argv) {
     }
     B /= world; /* the global batch stays the recipe's; this rank runs B / N rows of it */
     apply_seq_len(r, o.L);
+    if (o.products && (o.generate || r->run.device == GF_DEV_CUDA)) { /* the host times gf_gemm's calls */
+        fprintf(stderr, "gflow bench: --products times the CPU's matrix products in training steps: not with %s\n",
+                o.generate ? "--generate" : "run.device=cuda");
+        free(r);
+        gf_dist_finalize();
+        return GF_EXIT_USAGE;
+    }
     if (o.generate) {
         status = world > 1 ? gf_error_set(GF_E_INVALID, "bench --generate runs in one process") : gf_bench_generate(r, o.rows, o.recompute_max);
         free(r);

@@ -145,4 +145,12 @@ static void check_products(const char *precision) {
 GF_TEST(smoke, bench_products_are_the_models_products) {
     check_products("fp32");
     check_products("bf16");
+    /* where the host does not time gf_gemm: a usage error naming both, nothing run */
+    char args[1200];
+    int rc;
+    snprintf(args, sizeof args, "bench '%s' --products --generate", rel_base_recipe());
+    char *t = gflow_out("bench-products-generate", args, &rc);
+    GF_CHECK(rc == 2 && t && strstr(t, "--products") && strstr(t, "--generate") && !strstr(t, "prefill"),
+             "bench --products --generate: exit %d: %s", rc, t ? t : "");
+    free(t);
 }
