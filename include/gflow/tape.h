@@ -66,7 +66,7 @@ typedef struct gf_node {
  * ctx->profile: gflow bench --products) */
 typedef struct gf_gemm_stat {
     int64_t M, N, K;
-    int ta, tb, acc;
+    int ta, tb, acc; /* acc: 0 C =, 1 C +=, 2 C = with the row bias (gf_gemm_bias) */
     int64_t calls;
     double s, s_round_a, s_round_b; /* seconds in all; of them, rounding A, rounding and reordering B (bf16) */
 } gf_gemm_stat;

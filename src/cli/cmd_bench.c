@@ -274,11 +274,11 @@ static void print_products(const gf_profile *pr, int64_t steps) {
     double ms = 0.0, ra = 0.0, rb = 0.0, flops = 0.0;
     const double st = (double)steps;
     printf("gemm_products: %d shapes (M N K op(A) op(B) C calls/step ms/step GFLOP/s ms_rounding_A/step "
-           "ms_rounding_B/step; op N or T, C = or +=; B's rounding includes its reorder)\n", pr->n_gemm);
+           "ms_rounding_B/step; op N or T, C =, += or =+bias (the product adds the row bias); B's rounding includes its reorder)\n", pr->n_gemm);
     for (int i = 0; i < pr->n_gemm; i++) {
         const double f = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].calls;
         printf("gemm_product: %lld %lld %lld %c %c %s %.1f %.2f %.1f %.2f %.2f\n", (long long)g[i].M,
-               (long long)g[i].N, (long long)g[i].K, g[i].ta ? 'T' : 'N', g[i].tb ? 'T' : 'N', g[i].acc ? "+=" : "=",
+               (long long)g[i].N, (long long)g[i].K, g[i].ta ? 'T' : 'N', g[i].tb ? 'T' : 'N', g[i].acc == 2 ? "=+bias" : g[i].acc ? "+=" : "=",
                (double)g[i].calls / st, 1e3 * g[i].s / st, g[i].s > 0 ? f / g[i].s * 1e-9 : 0.0,
                1e3 * g[i].s_round_a / st, 1e3 * g[i].s_round_b / st);
         ms += g[i].s, ra += g[i].s_round_a, rb += g[i].s_round_b, flops += f;

@@ -3,8 +3,8 @@
  * with a (N, Da), b (N, Db), W (OUT, Da + Db) stored as gf_linear(gf_concat(a, b), W, bias) reads
  * it (the same parameter, the same checkpoint layout). The concatenation is never written: each
  * product reads its column block of W in place through W's row stride (linear.c's
- * gf_linear_cols_into: the bias written first, the first GEMM adding to it, the second GEMM with
- * beta 1). The Grassmann block's gate, α = σ(W [n ; g] + b).
+ * gf_linear_cols_into: the first GEMM with the bias, gf_gemm_bias, the second adding to it, beta
+ * 1). The Grassmann block's gate, α = σ(W [n ; g] + b).
  *
  * Not the chain's bits: the chain sums each output over K = Da + Db in one GEMM, this op over Da
  * then over Db, so u differs from it in the last bits (rounding; tests/ops/test_concat_linear.c

@@ -1,8 +1,8 @@
 /* gated_lerp.c — the Grassmann block's gate in one op:
  *   u (N, D) = [a ; b] · W^T + bias,  y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * with a, b (N, D), W (D, 2D), bias (D) or NULL: = gf_sigmoid_lerp(gf_concat_linear(a, b, W, bias),
- * a, b) with the same arithmetic in the same order (concat_linear.c's product: the bias written
- * first, each column block's GEMM adding to it; sigmoid_lerp.c's passes), so the bits are the
+ * a, b) with the same arithmetic in the same order (concat_linear.c's products: the first with
+ * the bias, gf_gemm_bias, the second adding to it; sigmoid_lerp.c's passes), so the bits are the
  * chain's. u is no tensor: it is saved for backward, which gives du = dL/du and the bias gradient
  * Σ_rows du in one pass over the rows (gf_colsum_fill, as linear_gelu.c's dh), the lerp's terms
  * of da and db in that pass, then concat_linear's GEMMs on du. The GPU op folds the bias into its

@@ -134,9 +134,9 @@ static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t col
 /* one matmul primitive per shape: (M, K) bf16 · (K, N) bf16 -> (M, N) f32 with row stride ldc */
 typedef struct mm_prim {
     int64_t M, N, K, ldc;
-    int ta, tb, acc;
+    int ta, tb, acc, bias;
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c;
+    dnnl_memory_t a, b, c, bias_m; /* bias_m: the (1, N) row added to each of C's, where bias */
     /* B in the layout the matmul chose, where that is not the stored one (any_b, mm_get): bq and its
      * size, and the reorder rf from B's fp32 values (bf, row stride rf_ld) into it; bq NULL: the
      * matmul reads b as stored */
@@ -239,16 +239,17 @@ static void f32_reorder(mm_prim *p, int64_t ld) {
     p->rf_ld = ld;
 }
 
-static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc) {
+static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc, int bias) {
     for (int i = 0; i < dn.n; i++) {
         mm_prim *p = &dn.cache[i];
-        if (p->M == M && p->N == N && p->K == K && p->ldc == ldc && p->ta == ta && p->tb == tb && p->acc == acc)
+        if (p->M == M && p->N == N && p->K == K && p->ldc == ldc && p->ta == ta && p->tb == tb && p->acc == acc &&
+            p->bias == bias)
             return p;
     }
     GF_ASSERT(dn.n < (int)(sizeof dn.cache / sizeof dn.cache[0]), "gf_gemm: more than %d bf16 matmul shapes",
               (int)(sizeof dn.cache / sizeof dn.cache[0]));
     mm_prim *p = &dn.cache[dn.n];
-    *p = (mm_prim){.M = M, .N = N, .K = K, .ldc = ldc, .ta = ta, .tb = tb, .acc = acc};
+    *p = (mm_prim){.M = M, .N = N, .K = K, .ldc = ldc, .ta = ta, .tb = tb, .acc = acc, .bias = bias};
     /* B in the layout oneDNN picks where that is faster: without AMX (Zen 5: the tied head's
      * products 1.2-1.3x, docs/performance.md "AMD EPYC Zen 5"); with AMX the stored layout, as
      * measured there (no gain on the head) */
@@ -256,7 +257,7 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     dnnl_isa(&has_bf16, &has_amx);
     const int any_b = !has_amx;
     /* the packed copies keep the stored layout: a transposed operand is the other stride order */
-    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sc = {ldc, 1};
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sc = {ldc, 1}, dbias = {1, N}, sbias = {N, 1};
     dnnl_dims_t sa = {ta ? 1 : K, ta ? M : 1}, sb = {tb ? 1 : N, tb ? K : 1};
     dnnl_primitive_attr_t attr;
     DN_TRY(dnnl_primitive_attr_create(&attr));
@@ -273,30 +274,34 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
     }
     dnnl_primitive_desc_t pd;
 #if DNNL_VERSION_MAJOR >= 3 /* descriptors are opaque handles, the matmul's made in one call */
-    dnnl_memory_desc_t ma, mb, mc, mw;
+    dnnl_memory_desc_t ma, mb, mc, mw, mbias = NULL;
     DN_TRY(dnnl_memory_desc_create_with_strides(&ma, 2, da, dnnl_bf16, sa));
     DN_TRY(dnnl_memory_desc_create_with_strides(&mb, 2, db, dnnl_bf16, sb));
     DN_TRY(dnnl_memory_desc_create_with_strides(&mc, 2, dc, dnnl_f32, sc));
+    if (bias) DN_TRY(dnnl_memory_desc_create_with_strides(&mbias, 2, dbias, dnnl_f32, sbias));
     if (any_b) DN_TRY(dnnl_memory_desc_create_with_tag(&mw, 2, db, dnnl_bf16, dnnl_format_tag_any));
-    DN_TRY(dnnl_matmul_primitive_desc_create(&pd, dn.eng, ma, any_b ? mw : mb, NULL, mc, attr));
+    DN_TRY(dnnl_matmul_primitive_desc_create(&pd, dn.eng, ma, any_b ? mw : mb, mbias, mc, attr));
     DN_TRY(dnnl_memory_create(&p->a, ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, mc, dn.eng, DNNL_MEMORY_NONE));
+    if (bias) DN_TRY(dnnl_memory_create(&p->bias_m, mbias, dn.eng, DNNL_MEMORY_NONE)), dnnl_memory_desc_destroy(mbias);
     blocked_b(p, mb, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
     if (any_b) dnnl_memory_desc_destroy(mw);
     dnnl_memory_desc_destroy(ma), dnnl_memory_desc_destroy(mb), dnnl_memory_desc_destroy(mc);
 #else
-    dnnl_memory_desc_t ma, mb, mc, mw;
+    dnnl_memory_desc_t ma, mb, mc, mw, mbias;
     DN_TRY(dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb));
     DN_TRY(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
+    if (bias) DN_TRY(dnnl_memory_desc_init_by_strides(&mbias, 2, dbias, dnnl_f32, sbias));
     if (any_b) DN_TRY(dnnl_memory_desc_init_by_tag(&mw, 2, db, dnnl_bf16, dnnl_format_tag_any));
     dnnl_matmul_desc_t md;
-    DN_TRY(dnnl_matmul_desc_init(&md, &ma, any_b ? &mw : &mb, NULL, &mc));
+    DN_TRY(dnnl_matmul_desc_init(&md, &ma, any_b ? &mw : &mb, bias ? &mbias : NULL, &mc));
     DN_TRY(dnnl_primitive_desc_create(&pd, &md, attr, dn.eng, NULL));
     DN_TRY(dnnl_memory_create(&p->a, &ma, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->b, &mb, dn.eng, DNNL_MEMORY_NONE));
     DN_TRY(dnnl_memory_create(&p->c, &mc, dn.eng, DNNL_MEMORY_NONE));
+    if (bias) DN_TRY(dnnl_memory_create(&p->bias_m, &mbias, dn.eng, DNNL_MEMORY_NONE));
     blocked_b(p, &mb, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
 #endif
     dnnl_primitive_attr_destroy(attr);
@@ -331,10 +336,11 @@ static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t r
     return d;
 }
 
-/* C (M, N; row stride ldc) = or += a · B: a A's rounded copy, B (br, bc; row stride ldb) as stored */
+/* C (M, N; row stride ldc) = or += a · B, + bias (N) on each row where bias: a A's rounded copy,
+ * B (br, bc; row stride ldb) as stored */
 static void mm_run(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *a, const float *B,
-                   int64_t br, int64_t bc, int64_t ldb, float *C, int64_t ldc, int acc) {
-    mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc);
+                   int64_t br, int64_t bc, int64_t ldb, const float *bias, float *C, int64_t ldc, int acc) {
+    mm_prim *p = mm_get(ta, tb, M, N, K, ldc, acc, bias != NULL);
     const double t0 = gf_prof_begin(ctx);
     const void *b = pack_b_for(ctx, p, B, br, bc, ldb);
     if (ctx->profile) prep_b += gf_time_now() - t0;
@@ -342,8 +348,9 @@ static void mm_run(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K,
     DN_TRY(dnnl_memory_set_data_handle(p->a, (void *)a));
     DN_TRY(dnnl_memory_set_data_handle(wb, (void *)b));
     DN_TRY(dnnl_memory_set_data_handle(p->c, C));
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, wb}, {DNNL_ARG_DST, p->c}};
-    DN_TRY(dnnl_primitive_execute(p->prim, dn.strm, 3, args));
+    if (bias) DN_TRY(dnnl_memory_set_data_handle(p->bias_m, (void *)bias));
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, wb}, {DNNL_ARG_DST, p->c}, {DNNL_ARG_BIAS, p->bias_m}};
+    DN_TRY(dnnl_primitive_execute(p->prim, dn.strm, bias ? 4 : 3, args));
     DN_TRY(dnnl_stream_wait(dn.strm));
 }
 #endif
@@ -400,10 +407,10 @@ int gf_gemm_bf16_dnnl(int64_t N, int64_t ldc) {
 #endif
 }
 
-/* ctx->profile: one product's time added to its shape's row (gf_profile.gemm) */
-static void gemm_note(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float beta, double s) {
+/* ctx->profile: one product's time added to its shape's row (gf_profile.gemm); acc: 0 C =, 1 C +=,
+ * 2 C = with the row bias (gf_gemm_bias) */
+static void gemm_note(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, int acc, double s) {
     gf_profile *pr = &ctx->prof;
-    const int acc = beta != 0.0f;
     gf_gemm_stat *g = NULL;
     for (int i = 0; i < pr->n_gemm && !g; i++) {
         gf_gemm_stat *q = &pr->gemm[i];
@@ -417,15 +424,22 @@ static void gemm_note(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     g->calls++, g->s += s, g->s_round_a += prep_a, g->s_round_b += prep_b;
 }
 
+/* C (M, N; row stride ldc) = bias (N) in every row: where no library adds the bias, the product
+ * then adds to it (beta 1), the same sums as oneDNN's bias */
+static void fill_rows(float *C, int64_t ldc, int64_t M, int64_t N, const float *bias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; r++) memcpy(C + r * ldc, bias, (size_t)N * sizeof(float));
+}
+
 /* How gemm_bf16 gets A: rounded here (pack_a, kept for the next product of the same A), the
  * caller's bf16 bits (A16, dense), or the caller's fp32 values that are bf16 already (A_ROUNDED:
  * not kept, the caller may rewrite them, as the head does chunk by chunk) */
 enum { A_ROUND, A_BITS, A_ROUNDED };
 
-/* the bf16 product: A as `akind` says, B this step's copy */
+/* the bf16 product: A as `akind` says, B this step's copy; bias (N) or NULL, only with beta 0 */
 static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                      const uint16_t *A16, int akind, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                      int64_t ldc) {
+                      const uint16_t *A16, int akind, int64_t lda, const float *B, int64_t ldb, const float *bias,
+                      float beta, float *C, int64_t ldc) {
     /* the stored matrices: A is (M, K), or (K, M) when transposed; B (K, N), or (N, K) */
     const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
 #ifdef GF_HAVE_DNNL
@@ -441,7 +455,7 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
             a = w;
         }
         if (ctx->profile) prep_a += gf_time_now() - t0;
-        mm_run(ctx, ta, tb, M, N, K, a, B, br, bc, ldb, C, ldc, beta != 0.0f);
+        mm_run(ctx, ta, tb, M, N, K, a, B, br, bc, ldb, bias, C, ldc, beta != 0.0f);
         return;
     }
 #endif
@@ -462,24 +476,39 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
     const double t1 = gf_prof_begin(ctx);
     const float *b = pack_b(ctx, B, br, bc, ldb, 1); // (br, bc) bf16 values
     if (ctx->profile) prep_a += t1 - t0, prep_b += gf_time_now() - t1;
+    if (bias) fill_rows(C, ldc, M, N, bias), beta = 1.0f;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                 gf_blas_int(N), gf_blas_int(K), 1.0f, a, gf_blas_int(la), b, gf_blas_int(bc), beta, C,
                 gf_blas_int(ldc));
 }
 
-void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-             const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
+/* gf_gemm and gf_gemm_bias: C = op(A) op(B) + (bias in every row, or beta C) */
+static void gemm_any(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, const float *bias, float beta, float *C, int64_t ldc) {
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
     prep_a = prep_b = 0.0;
-    if (ctx->precision == GF_PREC_FP32 || K == 0)
+    if (ctx->precision == GF_PREC_FP32 || K == 0) {
+        if (bias) fill_rows(C, ldc, M, N, bias), beta = 1.0f;
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
                     gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C,
                     gf_blas_int(ldc));
-    else
-        gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, beta, C, ldc);
-    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
+    } else {
+        gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, bias, beta, C, ldc);
+    }
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, bias ? 2 : beta != 0.0f, gf_time_now() - t0);
+}
+
+void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+             const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm: beta %g (0 or 1)", (double)beta);
+    gemm_any(ctx, ta, tb, M, N, K, A, lda, B, ldb, NULL, beta, C, ldc);
+}
+
+void gf_gemm_bias(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
+    GF_ASSERT(bias, "gf_gemm_bias: no bias");
+    gemm_any(ctx, ta, tb, M, N, K, A, lda, B, ldb, bias, 0.0f, C, ldc);
 }
 
 void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,
@@ -491,8 +520,8 @@ void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, c
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
     prep_a = prep_b = 0.0;
-    gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, A_BITS, lda, B, ldb, beta, C, ldc);
-    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
+    gemm_bf16(ctx, ta, tb, M, N, K, NULL, A16, A_BITS, lda, B, ldb, NULL, beta, C, ldc);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta != 0.0f, gf_time_now() - t0);
 }
 
 void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -503,6 +532,6 @@ void gf_gemm_rounded_a(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_
     if (M == 0 || N == 0) return;
     const double t0 = gf_prof_begin(ctx);
     prep_a = prep_b = 0.0;
-    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUNDED, lda, B, ldb, beta, C, ldc);
-    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta, gf_time_now() - t0);
+    gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUNDED, lda, B, ldb, NULL, beta, C, ldc);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, beta != 0.0f, gf_time_now() - t0);
 }

@@ -54,16 +54,16 @@ void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
                          int add, float *y) {
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(gf_tensor_cols(x)), OUT = gf_blas_int(w->shape[0]);
     int ldw = gf_blas_int(w->shape[1]);
+    GF_ASSERT(!(b && add), "linear: a bias with add");
     float beta = add ? 1.0f : 0.0f;
-    if (b) {
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < N; r++) memcpy(y + r * OUT, b->data, (size_t)OUT * sizeof(float));
-        beta = 1.0f;
-    }
-    if (N == 1 && ctx->precision == GF_PREC_FP32) /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
+    if (N == 1 && ctx->precision == GF_PREC_FP32) { /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
+        if (b) memcpy(y, b->data, (size_t)OUT * sizeof(float)), beta = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data + c0, ldw, x->data, 1, beta, y, 1);
-    else
+    } else if (b) {
+        gf_gemm_bias(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, b->data, y, OUT);
+    } else {
         gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, beta, y, OUT);
+    }
 }
 
 void gf_linear_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, const gf_tensor *b, float *y) {

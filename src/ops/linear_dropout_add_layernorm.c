@@ -2,8 +2,8 @@
  * (the FFN's fc2, the Transformer's attention projection):
  *   f (N, D) = h (N, IN) · W^T + b,  y = LayerNorm(x + dropout(f, p))
  * = gf_dropout_add_layernorm(x, gf_linear(h, w, b), p, gamma, beta) with the same arithmetic in
- * the same order: the product is linear.c's (gf_linear_into: the bias written first, the GEMM
- * adding to it), the rest dropout_add_layernorm.c's passes, so the bits are the chain's. f is no
+ * the same order: the product is linear.c's (gf_linear_into: gf_gemm_bias, the bias added by
+ * the product), the rest dropout_add_layernorm.c's passes, so the bits are the chain's. f is no
  * tensor; backward gives df = dL/df (dropout_add_layernorm's, stored), then the bias gradient
  * Σ_rows df and linear's two GEMMs on df. The GPU op adds the bias in its LayerNorm kernel
  * instead (src/ops/cuda/linear_dropout_add_layernorm.cu). In `gflow bench` the GEMMs count as

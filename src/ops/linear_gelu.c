@@ -2,8 +2,7 @@
  * classifier's hidden layer):
  *   h (N, OUT) = x (N, IN) · W^T + b,  y = GELU(h)
  * = gf_gelu(gf_linear(x, w, b)) with the same arithmetic in the same order: the product is
- * linear.c's (gf_linear_into: the bias written first, the GEMM adding to it; a separate bias add
- * after a GEMM would round differently), GELU gelu.c's passes, so the bits are the unfused
+ * linear.c's (gf_linear_into: gf_gemm_bias, the bias added by the product), GELU gelu.c's passes, so the bits are the unfused
  * chain's. h is no tensor: it is saved for backward, which gives dh = dy ⊙ GELU'(h) and the bias
  * gradient Σ_rows dh in one pass over the rows (gf_colsum_fill: dh's row is summed while it is
  * in cache, not read again), then linear's two GEMMs on dh. In `gflow bench` the GEMMs count as

@@ -144,6 +144,13 @@ float *gf_masked_mean_weights(gf_ctx *ctx, const float *mask, int64_t B, int64_t
 void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
              const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* gf_gemm with beta 0 and the row vector bias (N) added to every row of C: by oneDNN's matmul
+ * in its epilogue (where the bias written into C first made the product read C back, 10-30 %
+ * slower on Zen 5's shapes), else written into C first and the product added to it. Each element
+ * is the same fp32 sum, product + bias, on both paths. */
+void gf_gemm_bias(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc);
+
 /* In bf16 (gemm.c) a product whose A operand an op has already rounded: A16 holds the bf16 bits
  * of op(A)'s stored matrix, dense (lda its column count), exactly gf_bf16_of of each fp32 value,
  * so the product is the one gf_gemm makes of those values (the head's dlogits, rounded by their

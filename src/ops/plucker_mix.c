@@ -154,18 +154,16 @@ static int64_t pm_row(const float *a, int64_t t, int64_t R, const int64_t *offs,
     return cnt;
 }
 
-/* g (B, L, D) = valid ? W pbar + b : 0, one GEMM over every row */
+/* g (B, L, D) = valid ? W pbar + b : 0, one GEMM over every row (the bias added by it), then the
+ * rows without a valid offset (pbar 0 there: g = b) zeroed */
 static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *valid, const gf_tensor *w,
                              const gf_tensor *b, int64_t B, int64_t L) {
     const int64_t D = w->shape[0], P = w->shape[1], BL = B * L;
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BL; r++) {
-        if (valid[r]) memcpy(g->data + r * D, b->data, (size_t)D * sizeof(float));
-        else memset(g->data + r * D, 0, (size_t)D * sizeof(float));
-    }
-    gf_gemm(ctx, 0, 1, BL, D, P, pbar, P, w->data, P, 1.0f, g->data, D);
+    gf_gemm_bias(ctx, 0, 1, BL, D, P, pbar, P, w->data, P, b->data, g->data, D);
+    for (int64_t r = 0; r < BL; r++)
+        if (!valid[r]) memset(g->data + r * D, 0, (size_t)D * sizeof(float));
     return g;
 }
 

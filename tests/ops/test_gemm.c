@@ -287,6 +287,51 @@ GF_TEST(unit, gemm_a16_and_rounded_a_are_gf_gemm_on_rounded_a) {
     gf_ctx_free(&ctx);
 }
 
+/* gf_gemm_bias is gf_gemm's product added to the bias written into C first: to the bit in fp32
+ * and on OpenBLAS's bf16 path, which do just that; on oneDNN's (its bias in the epilogue, where the
+ * sum post-op folded C into the first block of K) the same fp32 terms summed in another order:
+ * normwise 1e-6. The columns of C past N are not touched. */
+static void gemm_bias_cases(gf_precision prec) {
+    static const int64_t shapes[][3] = {{37, 53, 70}, {256, 96, 1024}, {64, 1, 33}, {130, 40, 3000}};
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = prec;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+                const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+                float *A = malloc((size_t)(M * K) * 4), *B = malloc((size_t)(K * N) * 4), *bias = malloc((size_t)N * 4),
+                      *C0 = malloc((size_t)(M * ldc) * 4), *C1 = malloc((size_t)(M * ldc) * 4);
+                fill(A, M * K, 400 + s), fill(B, K * N, 500 + s), fill(bias, N, 600 + s);
+                fill(C0, M * ldc, 700 + s), memcpy(C1, C0, (size_t)(M * ldc) * 4);
+                for (int64_t i = 0; i < M; i++) memcpy(C0 + i * ldc, bias, (size_t)N * 4);
+                gf_gemm(&ctx, ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C0, ldc);
+                gf_gemm_bias(&ctx, ta, tb, M, N, K, A, lda, B, ldb, bias, C1, ldc);
+                const int exact = prec == GF_PREC_FP32 || !gf_gemm_bf16_dnnl(N, ldc);
+                const double e = rel_err(C1, C0, M, N, ldc);
+                GF_CHECK(exact ? memcmp(C0, C1, (size_t)(M * ldc) * 4) == 0 : e <= 1e-6,
+                         "%s M %lld N %lld K %lld ta %d tb %d: gf_gemm_bias differs from the bias then gf_gemm += "
+                         "(normwise %.3g)", prec == GF_PREC_BF16 ? gf_gemm_bf16_path() : "fp32", (long long)M,
+                         (long long)N, (long long)K, ta, tb, e);
+                int pad_ok = 1;
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = N; j < ldc; j++) pad_ok &= C1[i * ldc + j] == C0[i * ldc + j];
+                GF_CHECK(pad_ok, "gf_gemm_bias wrote past column N");
+                free(A), free(B), free(bias), free(C0), free(C1);
+                gf_ctx_reset(&ctx);
+            }
+    gf_ctx_free(&ctx);
+}
+
+GF_TEST(unit, gemm_bias_is_the_product_plus_bias) {
+    gemm_bias_cases(GF_PREC_FP32);
+    gemm_bias_cases(GF_PREC_BF16);
+    setenv("GF_GEMM_BF16", "blas", 1);
+    gemm_bias_cases(GF_PREC_BF16);
+    unsetenv("GF_GEMM_BF16");
+}
+
 /* gf_gemm_bf16_dnnl, which head_ce asks for the operand form, names the path gf_gemm_bf16_path
  * reports (an (M, 1) output of row stride > 1 goes to OpenBLAS under oneDNN 3, the product's rule) */
 GF_TEST(unit, gemm_bf16_dnnl_is_the_reported_path) {
