@@ -10,6 +10,8 @@
  * Averaging before the projection is exact because the projection is linear (spec §8), and
  * costs one GEMM instead of |W|; no (B, L, |W|, P) tensor is ever materialised.
  * Saved for backward: pbar (B, L, P) for dW, and the norms n (B, L, |W|).
+ * The forward over a sequence runs across positions (pm_block: 16 positions a vector, a pair at
+ * a time), the decoder's few positions one at a time (pm_row: a position's pairs in vectors).
  *
  * Backward, with G = dL/dg (B, L, D):
  *   dW += G_vᵀ pbar_v ;  db += Σ_v G_v     (v: rows with a valid offset; others got g = 0)
@@ -165,6 +167,102 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
     for (int64_t r = 0; r < BL; r++)
         if (!valid[r]) memset(g->data + r * D, 0, (size_t)D * sizeof(float));
     return g;
+}
+
+/* The forward over a block of PM_LANES consecutive rows (lanes) r0.., the pair algebra across
+ * positions: pair k of all the lanes is one vector operation, where pm_row's per-position
+ * triangle has rows of 31 down to 1 pairs (at r = 32) that vectorise poorly.
+ *   zt (R, S): z transposed, zt[i*S + off + r] = z_r[i], the first off columns zero (off >= every
+ *     offset this block reads), so z_{r-δ} of lane r is the contiguous zt[i*S + off + r0 - δ ..];
+ *   pbar (B*L, P), norms (B*L, NW), valid (B*L): written for the lanes r < BL, pbar's rows from
+ *     the block's (P, PM_LANES) sums (a store per pair and lane into rows of pbar (B*L, P) took most of
+ *     the kernel's time: each went to another 4 KB page).
+ * Per offset δ, lanes with t - δ < 0 (t = r % L) read zeros (their pairs are 0 and their scale
+ * 0), the pairs of all lanes go to pk (P, PM_LANES), their norms come from pk, and acc gets
+ * scale · pk; at the end pbar = acc / |W_t|. Each lane's sums are pm_row's but for the order of
+ * the sum of squares (four partial sums over the pairs). work: pm_block_scratch(R) floats. */
+#define PM_LANES 16
+
+static inline int64_t pm_block_scratch(int64_t R) { return (2 * R + R * (R - 1)) * PM_LANES; }
+
+GF_KERNEL_CLONES static void pm_block(const float *restrict zt, int64_t S, int64_t off, int64_t r0, int64_t BL,
+                                      int64_t L, int64_t R, const int64_t *offs, int64_t NW, float eps, int normalize,
+                                      float *restrict work, float *restrict pbar, float *restrict norms,
+                                      uint8_t *restrict valid) {
+    enum { V = PM_LANES };
+    const int64_t P = R * (R - 1) / 2;
+    float *restrict al = work, *restrict cl = al + R * V; // (R, V) each: this block's z and z_{t-δ}
+    float *restrict pk = cl + R * V, *restrict acc = pk + P * V; // (P, V) each
+    int64_t t[V];
+    float cnt[V], mk[V], sc[V];
+    for (int l = 0; l < V; l++) t[l] = (r0 + l) % L, cnt[l] = 0.0f;
+    /* the block's rows of pbar fetched for writing while the pairs are formed (as pm_row's): pbar
+     * is megabytes a layer, and the final stores waited on them */
+    for (int l = 0; l < V && r0 + l < BL; l++) {
+        const float *pr = pbar + (r0 + l) * P;
+        for (int64_t k = 0; k < P; k += 16) __builtin_prefetch(pr + k, 1, 3);
+        __builtin_prefetch(pr + P - 1, 1, 3);
+    }
+    for (int64_t i = 0; i < R; i++)
+#pragma omp simd
+        for (int l = 0; l < V; l++) al[i * V + l] = zt[i * S + off + r0 + l];
+    memset(acc, 0, (size_t)(P * V) * sizeof(float));
+    for (int64_t q = 0; q < NW; q++) {
+        const int64_t d = offs[q];
+        if (d > off) { /* past every row (d >= L): no lane has this offset */
+            for (int l = 0; l < V && r0 + l < BL; l++) norms[(r0 + l) * NW + q] = 0.0f;
+            continue;
+        }
+        for (int l = 0; l < V; l++) mk[l] = r0 + l < BL && t[l] >= d ? 1.0f : 0.0f;
+        for (int64_t i = 0; i < R; i++) {
+            const float *restrict zc = zt + i * S + off + r0 - d;
+#pragma omp simd
+            for (int l = 0; l < V; l++) cl[i * V + l] = mk[l] != 0.0f ? zc[l] : 0.0f;
+        }
+        float *restrict pp = pk;
+        for (int64_t i = 0; i < R - 1; i++) {
+            const float *restrict ai = al + i * V, *restrict ci = cl + i * V;
+            for (int64_t j = i + 1; j < R; j++, pp += V) {
+                const float *restrict aj = al + j * V, *restrict cj = cl + j * V;
+#pragma omp simd
+                for (int l = 0; l < V; l++) pp[l] = ai[l] * cj[l] - aj[l] * ci[l];
+            }
+        }
+        float s0[V], s1[V], s2[V], s3[V];
+        for (int l = 0; l < V; l++) s0[l] = s1[l] = s2[l] = s3[l] = 0.0f;
+        int64_t k = 0;
+        for (; k + 4 <= P; k += 4) {
+            const float *restrict p0 = pk + k * V;
+#pragma omp simd
+            for (int l = 0; l < V; l++) {
+                s0[l] += p0[l] * p0[l];
+                s1[l] += p0[V + l] * p0[V + l];
+                s2[l] += p0[2 * V + l] * p0[2 * V + l];
+                s3[l] += p0[3 * V + l] * p0[3 * V + l];
+            }
+        }
+        for (; k < P; k++)
+#pragma omp simd
+            for (int l = 0; l < V; l++) s0[l] += pk[k * V + l] * pk[k * V + l];
+        for (int l = 0; l < V; l++) {
+            const float nrm = sqrtf((s0[l] + s1[l]) + (s2[l] + s3[l]));
+            if (r0 + l < BL) norms[(r0 + l) * NW + q] = mk[l] != 0.0f ? nrm : 0.0f;
+            sc[l] = mk[l] == 0.0f ? 0.0f : normalize ? 1.0f / (nrm > eps ? nrm : eps) : 1.0f;
+            cnt[l] += mk[l];
+        }
+        for (k = 0; k < P; k++)
+#pragma omp simd
+            for (int l = 0; l < V; l++) acc[k * V + l] += pk[k * V + l] * sc[l];
+    }
+    float inv[V];
+    for (int l = 0; l < V; l++) {
+        inv[l] = cnt[l] > 1.0f ? 1.0f / cnt[l] : 1.0f; /* x * 1 is x: one offset is unscaled */
+        if (r0 + l < BL) valid[r0 + l] = cnt[l] > 0.0f;
+    }
+    for (int l = 0; l < V && r0 + l < BL; l++) {
+        float *restrict pr = pbar + (r0 + l) * P;
+        for (int64_t k = 0; k < P; k++) pr[k] = acc[k * V + l] * inv[l];
+    }
 }
 
 /* M (R, R) = the antisymmetric matrix of a pair vector g (P): M_ij = g_k, M_ji = -g_k for pair
@@ -385,21 +483,28 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     if (dev) return dev->plucker_mix(ctx, z, w, b, offsets, n_offsets, eps, normalize);
 
     pm_saved *sv = gf_arena_alloc(&ctx->arena, sizeof *sv);
+    const int64_t nblk = (BL + PM_LANES - 1) / PM_LANES;
     sv->pbar = gf_arena_floats(&ctx->arena, BL * P);
     sv->norms = gf_arena_floats(&ctx->arena, BL * NW);
     sv->offs = gf_arena_alloc(&ctx->arena, (size_t)NW * sizeof(int64_t));
     sv->valid = gf_arena_alloc(&ctx->arena, (size_t)BL);
     memcpy(sv->offs, offsets, (size_t)NW * sizeof(int64_t));
-    int T = omp_get_max_threads();
-    const int64_t per_thread = pm_row_scratch(R, NW);
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, per_thread)
-
+    /* zt (R, S): z transposed behind off zero columns, off the largest offset a row can have
+     * (offsets >= L have none), and zero columns past BL up to a whole block */
+    int64_t off = 0;
+    for (int64_t q = 0; q < NW; q++) off = offsets[q] < L && offsets[q] > off ? offsets[q] : off;
+    const int64_t S = off + nblk * PM_LANES;
+    float *zt = gf_arena_calloc(&ctx->arena, (size_t)(R * S) * sizeof(float)); // (R, S)
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BL; r++) {
-        float *pk = scratch + (int64_t)omp_get_thread_num() * per_thread;
-        sv->valid[r] = pm_row(z->data + r * R, r % L, R, offsets, NW, eps, normalize, pk, sv->pbar + r * P,
-                              sv->norms + r * NW) > 0;
-    }
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t r = 0; r < BL; r++) zt[i * S + off + r] = z->data[r * R + i];
+    int T = omp_get_max_threads();
+    const int64_t per_thread = pm_block_scratch(R);
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, per_thread)
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nblk; blk++)
+        pm_block(zt, S, off, blk * PM_LANES, BL, L, R, offsets, NW, eps, normalize,
+                 scratch + (int64_t)omp_get_thread_num() * per_thread, sv->pbar, sv->norms, sv->valid);
     gf_tensor *g = pm_project(ctx, sv->pbar, sv->valid, w, b, B, L);
 
     const int64_t ip[2] = {NW, normalize};
