@@ -203,9 +203,7 @@ GF_KERNEL_CLONES static void pm_block(const float *restrict zt, int64_t S, int64
         for (int64_t k = 0; k < P; k += 16) __builtin_prefetch(pr + k, 1, 3);
         __builtin_prefetch(pr + P - 1, 1, 3);
     }
-    for (int64_t i = 0; i < R; i++)
-#pragma omp simd
-        for (int l = 0; l < V; l++) al[i * V + l] = zt[i * S + off + r0 + l];
+    for (int64_t i = 0; i < R; i++) memcpy(al + i * V, zt + i * S + off + r0, V * sizeof(float));
     memset(acc, 0, (size_t)(P * V) * sizeof(float));
     for (int64_t q = 0; q < NW; q++) {
         const int64_t d = offs[q];
