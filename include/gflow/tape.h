@@ -73,12 +73,28 @@ typedef struct gf_gemm_stat {
 
 #define GF_GEMM_STATS 64
 
-/* Per-op-family timing, filled when ctx->profile is set (gflow bench); and per product shape,
- * the first GF_GEMM_STATS shapes (gemm_more: the calls of any further shapes, not listed) */
+/* One op's time (gflow bench): its forward (every interval an op times for its family, named by
+ * the op that records itself in it or next: gf_prof_op_fwd) and its backward (the tape's call) */
+typedef struct gf_op_stat {
+    const char *name; /* the gf_op_def's, or "(not attributed)" */
+    double fwd_s, bwd_s;
+} gf_op_stat;
+
+#define GF_OP_STATS 48
+
+/* Per-op-family timing, filled when ctx->profile is set (gflow bench); per op, the first
+ * GF_OP_STATS ops (op_more_fwd, op_more_bwd: seconds of any further ones); and per product shape, the first
+ * GF_GEMM_STATS shapes (gemm_more: the calls of any further shapes, not listed) */
 typedef struct gf_profile {
     double fwd_s[64];
     double bwd_s[64];
     int64_t calls[64];
+    gf_op_stat ops[GF_OP_STATS];
+    int n_ops;
+    double op_more_fwd, op_more_bwd;
+    const char *rec_op; /* the op gf_tape_record was last called for, at rec_t */
+    double rec_t;
+    double pending_s;   /* forward time timed before its op recorded itself */
     gf_gemm_stat gemm[GF_GEMM_STATS];
     int n_gemm;
     int64_t gemm_more;
@@ -147,6 +163,11 @@ float *gf_tensor_grad(gf_ctx *ctx, gf_tensor *t);
  * Sets GF_T_REQ_GRAD on `out` and returns the new node (or NULL: nothing recorded). */
 gf_node *gf_tape_record(gf_ctx *ctx, const gf_op_def *op, gf_tensor *out, int32_t n_in, gf_tensor *const *in);
 static inline int gf_needs_grad(const gf_tensor *t) { return t && (t->flags & GF_T_REQ_GRAD); }
+
+/* ctx->profile: the forward interval [t0, t1) an op timed (gf_prof_end): the op's that called
+ * gf_tape_record inside it, else held and given to the next op that does (a fused op times its
+ * product before it records itself) */
+void gf_prof_op_fwd(struct gf_ctx *ctx, double t0, double t1);
 
 /* Backward from a scalar loss (d loss = 1). */
 void gf_tape_backward(gf_ctx *ctx, gf_tensor *loss);

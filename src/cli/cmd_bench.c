@@ -4,7 +4,7 @@
  * global-norm clipping, AdamW. Any task's recipe benches (NLI: random sentence pairs; FLOPs and
  * MFU only where the model counts them, the language models). After --warmup untimed steps, --steps steps are timed and
  * split by phase (forward / backward / optimizer) and, with ctx->profile, by op family
- * (GEMM, Plücker, attention, elementwise). The head_ce op computes the tied head's backward
+ * (GEMM, Plücker, attention, elementwise) and by op (`op:` lines, the families' time split). The head_ce op computes the tied head's backward
  * GEMMs (dh, dE) during forward, so those FLOPs show up in the forward phase and in the
  * GEMM family's forward column; its backward only scales and adds.
  * MFU is measured against a large cblas_sgemm timed in the same process (same BLAS, same
@@ -68,7 +68,7 @@ static const gf_cli_opt k_opts[] = {
     {O_SEQ_LEN, "seq-len", "L", "sequence length (default: the recipe's)"},
     {O_BATCH, "batch", "B", "batch rows (default: the recipe's)"},
     {O_SET, "set", "section.key=value", "override one recipe key (repeatable)"},
-    {O_NO_PROFILE, "no-profile", NULL, "no op-family split"},
+    {O_NO_PROFILE, "no-profile", NULL, "no op-family or op split"},
     {O_PRODUCTS, "products", NULL, "CPU: also each matrix product shape's calls, ms and GFLOP/s per step"},
     {O_PEAK_N, "peak-n", "N", "size of the square GEMM timed for MFU (CPU default 2048, GPU 8192; 0: none)"},
     {O_TF32, "tf32", NULL, "GPU: also time the GEMMs in TF32"},
@@ -82,9 +82,9 @@ static const gf_cli_spec k_spec = {
     "RECIPE [--steps N] [--warmup W] [--threads T] [--seq-len L] [--batch B] [--set section.key=value]...\n"
     "RECIPE --generate [--n N] [--recompute-max C] [--threads T] [--set section.key=value]...",
     "  Times full training steps (forward, backward, clip, AdamW) of the recipe's model on\n"
-    "  random tokens and prints tokens/s, ms/step by phase and by op family, model FLOPs per\n"
-    "  token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed first, and\n"
-    "  peak RSS.\n"
+    "  random tokens and prints tokens/s, ms/step by phase, by op family and by op, model\n"
+    "  FLOPs per token, achieved GFLOPS, MFU against a cblas_sgemm N^3 (default 2048) timed\n"
+    "  first, and peak RSS.\n"
     "  With --set run.device=cuda: phases timed by CUDA events, MFU against cublasSgemm N^3\n"
     "  (default 8192), the model's head and FFN GEMMs timed too (--tf32: also in TF32), the\n"
     "  GPU and its driver named, device memory; no op-family split. Then --steps more steps\n"
@@ -267,6 +267,27 @@ static int by_time(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+static int by_op_time(const void *a, const void *b) {
+    const gf_op_stat *p = a, *q = b;
+    const double x = p->fwd_s + p->bwd_s, y = q->fwd_s + q->bwd_s;
+    return (x < y) - (x > y);
+}
+
+/* one line per op, longest first: the op families' time split by op (they add up to it) */
+static void print_ops(const gf_profile *pr, int64_t steps) {
+    gf_op_stat o[GF_OP_STATS];
+    memcpy(o, pr->ops, (size_t)pr->n_ops * sizeof o[0]);
+    qsort(o, (size_t)pr->n_ops, sizeof o[0], by_op_time);
+    const double st = (double)steps;
+    printf("ops: %d (name ms_forward/step ms_backward/step; the families' time by op, products included)\n",
+           pr->n_ops);
+    for (int i = 0; i < pr->n_ops; i++)
+        printf("op: %s %.2f %.2f\n", o[i].name, 1e3 * o[i].fwd_s / st, 1e3 * o[i].bwd_s / st);
+    if (pr->op_more_fwd + pr->op_more_bwd + pr->pending_s > 0) /* past the table, or timed with no op after */
+        printf("op: (not attributed) %.2f %.2f\n", 1e3 * (pr->op_more_fwd + pr->pending_s) / st,
+               1e3 * pr->op_more_bwd / st);
+}
+
 static void print_products(const gf_profile *pr, int64_t steps) {
     gf_gemm_stat g[GF_GEMM_STATS];
     memcpy(g, pr->gemm, (size_t)pr->n_gemm * sizeof g[0]);
@@ -343,6 +364,7 @@ static gf_status report(gf_session *s, const bench_opts *o, const bench_times *b
             printf("ms_%s: fwd %.1f bwd %.1f\n", gf_op_family_name((gf_op_family)f),
                    1e3 * s->ctx.prof.fwd_s[f] / (double)steps, 1e3 * s->ctx.prof.bwd_s[f] / (double)steps);
     }
+    if (o->profile && !gpu) print_ops(&s->ctx.prof, steps);
     if (o->products && !gpu) print_products(&s->ctx.prof, steps);
     const gf_lm *lm = gf_session_lm(s);
     if (lm) { /* FLOPs are counted for the language models */

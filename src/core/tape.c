@@ -97,9 +97,39 @@ const char *gf_op_family_name(gf_op_family f) {
     return (f >= 0 && f < GF_FAM_COUNT) ? n[f] : "?";
 }
 
+/* the row of op `name` in ctx's per-op table (NULL when the table is full) */
+static gf_op_stat *op_stat(gf_profile *pr, const char *name) {
+    for (int i = 0; i < pr->n_ops; i++)
+        if (pr->ops[i].name == name || !strcmp(pr->ops[i].name, name)) return &pr->ops[i];
+    if (pr->n_ops == GF_OP_STATS) return NULL;
+    gf_op_stat *o = &pr->ops[pr->n_ops++];
+    *o = (gf_op_stat){.name = name};
+    return o;
+}
+
+void gf_prof_op_fwd(gf_ctx *ctx, double t0, double t1) {
+    gf_profile *pr = &ctx->prof;
+    if (!pr->rec_op || pr->rec_t < t0) {
+        pr->pending_s += t1 - t0;
+        return;
+    }
+    gf_op_stat *o = op_stat(pr, pr->rec_op);
+    if (o) o->fwd_s += t1 - t0;
+    else pr->op_more_fwd += t1 - t0;
+}
+
 gf_node *gf_tape_record(gf_ctx *ctx, const gf_op_def *op, gf_tensor *out, int32_t n_in, gf_tensor *const *in) {
     GF_ASSERT(n_in <= GF_NODE_MAX_IN, "op %s: %d inputs", op->name, n_in);
     out->name = op->name;
+    if (ctx->profile) { /* the forward time held for this op (gf_prof_op_fwd) is its own */
+        gf_profile *pr = &ctx->prof;
+        gf_op_stat *o = op_stat(pr, op->name);
+        if (o) o->fwd_s += pr->pending_s;
+        else pr->op_more_fwd += pr->pending_s;
+        pr->pending_s = 0.0;
+        pr->rec_op = op->name;
+        pr->rec_t = gf_time_now();
+    }
     if (!ctx->grad_enabled) return NULL;
     int need = 0;
     for (int32_t i = 0; i < n_in; i++) need |= gf_needs_grad(in[i]);
@@ -136,7 +166,11 @@ static void run_backward(gf_ctx *ctx) {
         if (ctx->profile) {
             double t0 = gf_time_now();
             def->backward(ctx, n);
-            ctx->prof.bwd_s[def->family] += gf_time_now() - t0;
+            const double t = gf_time_now() - t0;
+            ctx->prof.bwd_s[def->family] += t;
+            gf_op_stat *o = op_stat(&ctx->prof, def->name);
+            if (o) o->bwd_s += t;
+            else ctx->prof.op_more_bwd += t;
         } else {
             def->backward(ctx, n);
         }

@@ -46,7 +46,12 @@ static inline const gf_backend_ops *gf_op_backend(const char *op, int n, gf_tens
 /* Forward-time profiling for `gflow bench` (no cost when ctx->profile is 0). */
 static inline double gf_prof_begin(const gf_ctx *ctx) { return ctx->profile ? gf_time_now() : 0.0; }
 static inline void gf_prof_end(gf_ctx *ctx, gf_op_family fam, double t0) {
-    if (ctx->profile) { ctx->prof.fwd_s[fam] += gf_time_now() - t0; ctx->prof.calls[fam]++; }
+    if (ctx->profile) {
+        const double t1 = gf_time_now();
+        ctx->prof.fwd_s[fam] += t1 - t0;
+        ctx->prof.calls[fam]++;
+        gf_prof_op_fwd(ctx, t0, t1);
+    }
 }
 /* In a backward whose op spans two families: the time since t0 counted as fam, not as the op's
  * own family op_fam (the tape charges the whole backward to op_fam). */

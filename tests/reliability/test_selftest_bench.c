@@ -142,6 +142,41 @@ static void check_products(const char *precision) {
     free(t);
 }
 
+/* `gflow bench`'s op lines split the op families' time by op: forward and backward each add up
+ * to the families' (every interval an op times goes to one family and one op; a backward call
+ * to its op's family and its op) */
+GF_TEST(smoke, bench_ops_add_up_to_the_families) {
+    char args[1200];
+    int rc;
+    snprintf(args, sizeof args, "bench '%s' --steps 2 --warmup 1 --peak-n 0 --threads 1", rel_base_recipe());
+    char *t = gflow_out("bench-ops", args, &rc);
+    GF_REQUIRE(rc == 0 && t, "gflow %s: exit %d: %s", args, rc, t ? t : "");
+    double fam_f = 0, fam_b = 0, op_f = 0, op_b = 0;
+    int fams = 0, ops = 0, plucker = 0, head = 0;
+    for (const char *p = strstr(t, "\nms_"); p; p = strstr(p + 1, "\nms_")) {
+        double f, b;
+        if (sscanf(p, "\nms_%*[a-z]: fwd %lf bwd %lf", &f, &b) == 2) fam_f += f, fam_b += b, fams++;
+    }
+    for (const char *p = strstr(t, "\nop: "); p; p = strstr(p + 1, "\nop: ")) {
+        const char *e = strchr(p + 1, '\n'), *sp = e;
+        GF_REQUIRE(e, "an op line without its end: %.80s", p + 1);
+        for (int k = 0; k < 2; k++) /* the two numbers are the line's last two words */
+            for (sp--; sp > p && *sp != ' '; sp--) {}
+        double f, b;
+        const int got = sscanf(sp, " %lf %lf", &f, &b); /* (not in the check: its % would join the message's format) */
+        GF_REQUIRE(got == 2, "an op line unreadable: %.80s", p + 1);
+        GF_CHECK(f >= 0 && b >= 0, "op line %.60s: negative", p + 1);
+        plucker |= !strncmp(p + 5, "plucker_mix ", 12), head |= !strncmp(p + 5, "head_ce ", 8);
+        op_f += f, op_b += b, ops++;
+    }
+    GF_CHECK(fams == 4 && ops >= 5 && plucker && head, "%d families, %d ops (plucker_mix %d, head_ce %d): %s", fams,
+             ops, plucker, head, t);
+    const double tol = 0.05 * fams + 0.005 * ops + 1e-9; /* the lines' rounding */
+    GF_CHECK(fabs(op_f - fam_f) <= tol && fabs(op_b - fam_b) <= tol,
+             "ops: forward %g backward %g ms, families: %g and %g", op_f, op_b, fam_f, fam_b);
+    free(t);
+}
+
 GF_TEST(smoke, bench_products_are_the_models_products) {
     check_products("fp32");
     check_products("bf16");

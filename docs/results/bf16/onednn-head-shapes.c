@@ -4,7 +4,8 @@
  * (plain) and in the layout oneDNN picks (anyB); sum: the head's at 512 and more rows, written and
  * summed into (acc 1: oneDNN's sum post-op), anyB; plucker-dw: the Plücker projection's dW as
  * (256, 496) += Gᵀ pbar, transposed as (496, 256) = pbarᵀ G, and at N 512 (the last two: "AMD EPYC
- * Zen 5"). */
+ * Zen 5"); grads: the FFN's and the gate's products at 4,096 rows, written and summed into (the
+ * latter as a linear's bias was added before gf_gemm_bias, "AMD EPYC Zen 5"). */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,12 +76,25 @@ static void plucker_dw(void){
     acc=1; run("dW N512",256,512,4096,1,0,0,512,1,6);
   }
 }
+static void grads(void){
+  anyb=1;
+  for (acc = 0; acc < 2; acc++) {
+    run("fc2 dW",256,1024,4096,1,0,0,1024,1,10);
+    run("fc1 dW",1024,256,4096,1,0,0,256,1,10);
+    run("gate dW",256,256,4096,1,0,0,256,1,10);
+    run("fc1 fwd / fc2 dX",4096,1024,256,0,1,0,1024,1,10);
+    run("fc2 fwd",4096,256,1024,0,1,0,256,1,10);
+    run("fc1 dX",4096,256,1024,0,0,0,256,1,10);
+    run("gate fwd",4096,256,256,0,1,0,256,1,10);
+  }
+}
 int main(int argc, char **argv){
   setvbuf(stdout,NULL,_IONBF,0); T(dnnl_engine_create(&eng,dnnl_cpu,0)); T(dnnl_stream_create(&st,eng,dnnl_stream_default_flags));
   const char *set = argc > 1 ? argv[1] : "head";
   if (!strcmp(set,"head")) head();
   else if (!strcmp(set,"sum")) sum();
   else if (!strcmp(set,"plucker-dw")) plucker_dw();
-  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw]\n",argv[0]); return 2; }
+  else if (!strcmp(set,"grads")) grads();
+  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw|grads]\n",argv[0]); return 2; }
   return 0;
 }
