@@ -361,7 +361,7 @@ const char *gf_gemm_bf16_path_on(gf_device device) {
 }
 
 /* oneDNN's bf16 matmul runs the products where it beats OpenBLAS's fp32 ones: with AMX (a bf16
- * step 1.7-1.9x an fp32 one) and with AVX512-BF16 on AMD (a Zen 5 step 1.6-1.7x, docs/performance.md
+ * step 1.7-1.9x an fp32 one) and with AVX512-BF16 on AMD (a Zen 5 step 1.6-1.85x, docs/performance.md
  * "AMD EPYC Zen 5"). On Intel's AVX512-BF16 alone (Cooper Lake) a bf16 step ran at 0.79-0.81x an
  * fp32 one (oneDNN held to that ISA on an AMX Xeon), where OpenBLAS on the rounded inputs costs what
  * fp32 does, so OpenBLAS takes them there. GF_GEMM_BF16=dnnl takes oneDNN wherever it has bf16
@@ -382,7 +382,7 @@ const char *gf_gemm_bf16_path(void) {
         const dnnl_version_t *v = dnnl_version();
         snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
                  has_amx      ? "AMX-BF16"
-                 : cpu_is_amd() ? "AVX512-BF16 on AMD: a Zen 5 step 1.6-1.7x fp32's"
+                 : cpu_is_amd() ? "AVX512-BF16 on AMD: a Zen 5 step 1.6-1.85x fp32's"
                               : "AVX512-BF16 without AMX (GF_GEMM_BF16=dnnl): slower than fp32 where measured, 0.8x");
         return buf;
     }
