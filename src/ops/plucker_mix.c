@@ -174,9 +174,9 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
  * triangle has rows of 31 down to 1 pairs (at r = 32) that vectorise poorly.
  *   zt (R, S): z transposed, zt[i*S + off + r] = z_r[i], the first off columns zero (off >= every
  *     offset this block reads), so z_{r-δ} of lane r is the contiguous zt[i*S + off + r0 - δ ..];
- *   pbar (B*L, P), norms (B*L, NW), valid (B*L): written for the lanes r < BL, pbar's rows from
- *     the block's (P, PM_LANES) sums (a store per pair and lane into rows of pbar (B*L, P) took most of
- *     the kernel's time: each went to another 4 KB page).
+ *   pbar (B*L, P), norms (B*L, NW), valid (B*L): written for the lanes r < BL, pbar's rows whole
+ *     from the block's (P, PM_LANES) sums (pbar kept transposed, (P, B*L), took a store per pair,
+ *     16 KB apart, and those stores most of the kernel's time).
  * Per offset δ, lanes with t - δ < 0 (t = r % L) read zeros (their pairs are 0 and their scale
  * 0), the pairs of all lanes go to pk (P, PM_LANES), their norms come from pk, and acc gets
  * scale · pk; at the end pbar = acc / |W_t|. Each lane's sums are pm_row's but for the order of
