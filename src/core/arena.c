@@ -3,13 +3,26 @@
 #include "gflow/error.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GF_ARENA_ALIGN 64
+#define GF_HUGE_PAGE ((size_t)2 << 20)
+
+void *gf_host_alloc(size_t bytes) {
+    void *p = NULL;
+    int huge = bytes >= GF_HUGE_PAGE;
+    if (posix_memalign(&p, huge ? GF_HUGE_PAGE : GF_ARENA_ALIGN, bytes ? bytes : 1) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* advice only: where the kernel has THP off (or cannot) the pages stay small */
+    if (huge) (void)madvise(p, bytes / GF_HUGE_PAGE * GF_HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+    return p;
+}
 
 static gf_arena_chunk *chunk_new(gf_arena *a, size_t cap) {
     gf_arena_chunk *c = malloc(sizeof *c);
-    void *base = NULL;
-    if (!c || posix_memalign(&base, GF_ARENA_ALIGN, cap) != 0) {
+    void *base = c ? gf_host_alloc(cap) : NULL;
+    if (!base) {
         free(c);
         /* the step outgrew the machine (gf_session_memory_check is a lower bound): the user's
          * sizes, not a bug, and no status reaches back out of the op that asked */

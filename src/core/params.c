@@ -1,6 +1,7 @@
 /* params.c — the contiguous parameter block on the host or on a device (its backend moves, copies
  * and frees it there: gflow/backend.h); see gflow/params.h. */
 #include "gflow/params.h"
+#include "gflow/arena.h"
 #include "gflow/backend.h"
 #include "params_internal.h"
 #include "gflow/device.h"
@@ -45,8 +46,8 @@ gf_tensor *gf_params_add(gf_params *p, const char *name, gf_param_kind kind, int
 gf_status gf_params_host_arrays(int64_t n, float *blk[GF_PP_COUNT]) {
     size_t bytes = (size_t)n * sizeof(float);
     for (int i = 0; i < GF_PP_COUNT; i++) {
-        void *q = NULL;
-        if (posix_memalign(&q, 64, bytes ? bytes : 64) != 0) {
+        void *q = gf_host_alloc(bytes);
+        if (!q) {
             for (int j = 0; j < i; j++) free(blk[j]);
             return gf_error_set(GF_E_NOMEM, "cannot allocate the parameter block (%lld floats x 4)", (long long)n);
         }

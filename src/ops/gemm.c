@@ -82,7 +82,7 @@ typedef struct {
 static void *scratch_take(scratch *s, size_t bytes) {
     if (bytes > s->cap) {
         free(s->buf);
-        s->buf = malloc(bytes);
+        s->buf = gf_host_alloc(bytes);
         GF_ASSERT(s->buf, "gf_gemm: out of memory for a %zu-byte bf16 copy", bytes);
         s->cap = bytes;
     }

@@ -31,6 +31,53 @@ GF_TEST(unit, arena_growth_reset_highwater) {
     gf_arena_free(&a);
 }
 
+/* smaps' THPeligible line of the mapping that holds p: 1 or 0, -1 when not reported */
+static int thp_eligible(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, r = -1;
+    uintptr_t a = (uintptr_t)p;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) in = a >= lo && a < hi;
+        else if (in && sscanf(line, "THPeligible: %d", &r) == 1) break;
+    }
+    fclose(f);
+    return r;
+}
+
+/* gf_host_alloc: big buffers 2 MiB-aligned and advised as huge pages (docs/performance.md,
+ * "Huge pages"); the arena's and the parameter block's memory comes from it */
+GF_TEST(unit, host_alloc_big_buffers_are_huge_page_candidates) {
+    const size_t big = (size_t)6 << 20;
+    unsigned char *p = gf_host_alloc(big), *q = gf_host_alloc(100);
+    GF_CHECK(p && q, "allocated");
+    uintptr_t off_p = (uintptr_t)p & ((2u << 20) - 1), off_q = (uintptr_t)q & 63;
+    GF_CHECK(off_p == 0, "a big buffer starts on a 2 MiB boundary: %p", (void *)p);
+    GF_CHECK(off_q == 0, "a small one on 64 bytes: %p", (void *)q);
+    memset(p, 1, big);
+    q[99] = 7;
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+        fclose(f);
+    }
+    int e = thp_eligible(p);
+    /* with THP on request ("[madvise]") or always, the kernel reports the mapping eligible only
+     * when it was advised or THP is always on; "[never]" or no THP: nothing to check */
+    if (mode[0] && !strstr(mode, "[never]") && e >= 0)
+        GF_CHECK(e == 1, "the 6 MiB buffer is THP-eligible (THP mode %s)", mode);
+    gf_arena a;
+    gf_arena_init(&a, big);
+    uintptr_t off_a = (uintptr_t)a.first->base & ((2u << 20) - 1);
+    GF_CHECK(off_a == 0, "the arena's chunk comes from gf_host_alloc");
+    gf_arena_free(&a);
+    free(p);
+    free(q);
+}
+
 GF_TEST(unit, rng_save_restore_reproduces_stream) {
     gf_rng r, saved;
     gf_rng_seed(&r, 42);
