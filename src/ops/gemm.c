@@ -69,6 +69,8 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
 /* ctx->profile: the seconds gemm_bf16 spent rounding A and rounding and reordering B for the
  * product in progress (one caller at a time, as a_scratch) */
 static double prep_a, prep_b;
+/* gf_gemm_dw_hold_x's rounding, counted as the next product's A (the product it is made for) */
+static double prep_a_held;
 
 /* The rounded copy of an A operand is needed only during its product, so all share one buffer,
  * grown to the largest (the tied head's dlogits chunk, 17 MB at the paper's size) and kept: in
@@ -105,6 +107,11 @@ static struct {
 } a_held;
 
 static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64_t cols, int64_t ld, int widen) {
+    for (int i = 0; i < ctx->n_bf16_packs; i++) { /* held for the step: gf_gemm_dw_hold_x */
+        const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
+        if (p->src == A && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
+            return p->packed;
+    }
     void *t = a_scratch((size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t))); // (rows, cols)
     if (a_held.epoch == ctx->pack_epoch && a_held.src == A && a_held.rows == rows && a_held.cols == cols &&
         a_held.ld == ld && a_held.widen == widen)
@@ -486,8 +493,8 @@ static void gemm_bf16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t
 static void gemm_any(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                      const float *B, int64_t ldb, const float *bias, float beta, float *C, int64_t ldc) {
     if (M == 0 || N == 0) return;
-    const double t0 = gf_prof_begin(ctx);
-    prep_a = prep_b = 0.0;
+    const double t0 = gf_prof_begin(ctx), held = prep_a_held;
+    prep_a = held, prep_b = prep_a_held = 0.0;
     if (ctx->precision == GF_PREC_FP32 || K == 0) {
         if (bias) fill_rows(C, ldc, M, N, bias), beta = 1.0f;
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
@@ -496,7 +503,7 @@ static void gemm_any(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t 
     } else {
         gemm_bf16(ctx, ta, tb, M, N, K, A, NULL, A_ROUND, lda, B, ldb, bias, beta, C, ldc);
     }
-    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, bias ? 2 : beta != 0.0f, gf_time_now() - t0);
+    if (ctx->profile) gemm_note(ctx, ta, tb, M, N, K, bias ? 2 : beta != 0.0f, gf_time_now() - t0 + held);
 }
 
 void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -509,6 +516,36 @@ void gf_gemm_bias(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, 
                   const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
     GF_ASSERT(bias, "gf_gemm_bias: no bias");
     gemm_any(ctx, ta, tb, M, N, K, A, lda, B, ldb, bias, 0.0f, C, ldc);
+}
+
+static int dw_transposed(const gf_ctx *ctx, int64_t OUT, int64_t IN) {
+    return ctx->precision == GF_PREC_BF16 && IN > OUT;
+}
+
+void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *X, int64_t ldx) {
+    if (!dw_transposed(ctx, OUT, IN) || N == 0) return;
+    const double t0 = gf_prof_begin(ctx);
+    (void)pack_b(ctx, X, N, IN, ldx, !gf_gemm_bf16_dnnl(OUT, OUT));
+    if (ctx->profile) prep_a_held += gf_time_now() - t0;
+}
+
+void gf_gemm_dw(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *G, int64_t ldg, const float *X,
+                int64_t ldx, float beta, float *dW, int64_t ldw) {
+    if (!dw_transposed(ctx, OUT, IN)) {
+        gf_gemm(ctx, 1, 0, OUT, IN, N, G, ldg, X, ldx, beta, dW, ldw);
+        return;
+    }
+    GF_ASSERT(beta == 0.0f || beta == 1.0f, "gf_gemm_dw: beta %g (0 or 1)", (double)beta);
+    float *dwt = gf_arena_floats(&ctx->arena, IN * OUT); // (IN, OUT)
+    gf_gemm(ctx, 1, 0, IN, OUT, N, X, ldx, G, ldg, 0.0f, dwt, OUT);
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < OUT; o++) {
+        float *w = dW + o * ldw;
+        if (beta != 0.0f)
+            for (int64_t i = 0; i < IN; i++) w[i] += dwt[i * OUT + o];
+        else
+            for (int64_t i = 0; i < IN; i++) w[i] = dwt[i * OUT + o];
+    }
 }
 
 void gf_gemm_a16(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const uint16_t *A16, int64_t lda,

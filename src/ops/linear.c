@@ -26,7 +26,7 @@ void gf_linear_dx_cols(gf_ctx *ctx, gf_tensor *x, const gf_tensor *w, int64_t c0
 
 void gf_linear_dw_cols(gf_ctx *ctx, const gf_tensor *x, gf_tensor *w, int64_t c0, int fresh, const float *G) {
     int N = gf_blas_int(gf_tensor_rows(x)), IN = gf_blas_int(gf_tensor_cols(x)), OUT = gf_blas_int(w->shape[0]);
-    gf_gemm(ctx, 1, 0, OUT, IN, N, G, OUT, x->data, IN, fresh ? 0.0f : 1.0f, w->grad + c0, w->shape[1]);
+    gf_gemm_dw(ctx, N, OUT, IN, G, OUT, x->data, IN, fresh ? 0.0f : 1.0f, w->grad + c0, w->shape[1]);
 }
 
 void gf_linear_grads(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, const float *G) {
@@ -60,8 +60,10 @@ void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
         if (b) memcpy(y, b->data, (size_t)OUT * sizeof(float)), beta = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data + c0, ldw, x->data, 1, beta, y, 1);
     } else if (b) {
+        if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, N, OUT, IN, x->data, IN);
         gf_gemm_bias(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, b->data, y, OUT);
     } else {
+        if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, N, OUT, IN, x->data, IN);
         gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, beta, y, OUT);
     }
 }

@@ -156,6 +156,19 @@ void gf_gemm(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const
 void gf_gemm_bias(gf_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc);
 
+/* A weight's gradient: dW (OUT, IN; row stride ldw) = Gᵀ X + beta dW, with G (N, OUT) and X
+ * (N, IN) (row strides ldg, ldx). In bf16 with IN > OUT it is the transposed product, dWᵀ (IN,
+ * OUT) = Xᵀ G, written into arena scratch and then written or added into dW: its B operand,
+ * which oneDNN reorders into its own layout each call, is then the narrower G (the FFN's fc2:
+ * 4,096 x 256 where X is 4,096 x 1,024; the Plücker projection's: G, where pbar's 496 columns
+ * padded to 512 cost 2.5 ms a call). Otherwise gf_gemm(1, 0, OUT, IN, N, ...). */
+void gf_gemm_dw(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *G, int64_t ldg, const float *X,
+                int64_t ldx, float beta, float *dW, int64_t ldw);
+/* Called by an op's forward, before its product X Wᵀ, on the X (N, IN) its backward will pass to
+ * gf_gemm_dw with this OUT: where that product is transposed (X then its A), X is rounded once
+ * into the step's copies, which the forward's product and the backward's both take. */
+void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *X, int64_t ldx);
+
 /* In bf16 (gemm.c) a product whose A operand an op has already rounded: A16 holds the bf16 bits
  * of op(A)'s stored matrix, dense (lda its column count), exactly gf_bf16_of of each fp32 value,
  * so the product is the one gf_gemm makes of those values (the head's dlogits, rounded by their

@@ -163,6 +163,7 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
     const int64_t D = w->shape[0], P = w->shape[1], BL = B * L;
     int64_t gs[3] = {B, L, D};
     gf_tensor *g = gf_tensor_new(ctx, 3, gs); // (B, L, D)
+    if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, BL, D, P, pbar, P);
     gf_gemm_bias(ctx, 0, 1, BL, D, P, pbar, P, w->data, P, b->data, g->data, D);
     for (int64_t r = 0; r < BL; r++)
         if (!valid[r]) memset(g->data + r * D, 0, (size_t)D * sizeof(float));
@@ -383,21 +384,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
 
     /* Rows without a valid offset produced g = 0 (no bias): their G must not reach W or b.
      * pbar is 0 there, so dW is already right; db needs the mask, dpbar is ignored below. */
-    if (gf_needs_grad(w)) {
-        if (ctx->precision == GF_PREC_BF16) {
-            /* transposed, dWᵀ (P, D) = pbarᵀ G, then added into dW: G is the product's B (N = D)
-             * where pbar was (N = P = 496, which oneDNN's layout pads to 512: that reorder took
-             * 2.5 ms a call, G's ~0.3; docs/performance.md "AMD EPYC Zen 5") */
-            float *dwt = gf_arena_floats(&ctx->arena, P * D); // (P, D)
-            gf_gemm(ctx, 1, 0, P, D, BL, sv->pbar, P, G, D, 0.0f, dwt, D);
-            float *wg = w->grad; // (D, P)
-#pragma omp parallel for schedule(static)
-            for (int64_t d = 0; d < D; d++)
-                for (int64_t k = 0; k < P; k++) wg[d * P + k] += dwt[k * D + d];
-        } else {
-            gf_gemm(ctx, 1, 0, D, P, BL, G, D, sv->pbar, P, 1.0f, w->grad, P);
-        }
-    }
+    if (gf_needs_grad(w)) gf_gemm_dw(ctx, BL, D, P, G, D, sv->pbar, P, 1.0f, w->grad, P);
     if (gf_needs_grad(b)) {
         /* db = Σ over valid rows of G: per-thread partials over static row blocks, added in
          * thread order (reproducible for a fixed thread count), no masked (B*L, D) copy */

@@ -332,6 +332,72 @@ GF_TEST(unit, gemm_bias_is_the_product_plus_bias) {
     unsetenv("GF_GEMM_BF16");
 }
 
+/* gf_gemm_dw, a weight's gradient dW (OUT, IN) = Gᵀ X + beta dW, against gf_gemm(1, 0, ...): the
+ * same call in fp32 and where IN <= OUT (bitwise); in bf16 with IN > OUT the transposed product
+ * written or added into dW, the same fp32 terms summed in another order (normwise 1e-6). Columns
+ * of dW past IN untouched. gf_gemm_dw_hold_x: the forward's product X Wᵀ and the backward's take
+ * the held copy (the same bits as without it; X rewritten after the hold, both still see the
+ * old X: the copy is the step's). */
+static void gemm_dw_cases(gf_precision prec) {
+    static const int64_t shapes[][3] = {{300, 24, 70}, {300, 70, 24}, {1000, 16, 496}, {64, 33, 33}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int beta = 0; beta < 2; beta++) {
+            const int64_t N = shapes[s][0], OUT = shapes[s][1], IN = shapes[s][2];
+            const int64_t ldg = OUT + 2, ldx = IN + 3, ldw = IN + 5;
+            float *G = malloc((size_t)(N * ldg) * 4), *X = malloc((size_t)(N * ldx) * 4),
+                  *W = malloc((size_t)(OUT * IN) * 4), *d0 = malloc((size_t)(OUT * ldw) * 4),
+                  *d1 = malloc((size_t)(OUT * ldw) * 4), *d2 = malloc((size_t)(OUT * ldw) * 4),
+                  *y0 = malloc((size_t)(N * OUT) * 4), *y1 = malloc((size_t)(N * OUT) * 4);
+            fill(G, N * ldg, 800 + s), fill(X, N * ldx, 900 + s), fill(W, OUT * IN, 950 + s);
+            fill(d0, OUT * ldw, 990 + s), memcpy(d1, d0, (size_t)(OUT * ldw) * 4), memcpy(d2, d0, (size_t)(OUT * ldw) * 4);
+            gf_ctx ctx;
+            gf_ctx_init(&ctx, 0, NULL);
+            ctx.precision = prec;
+            gf_gemm(&ctx, 1, 0, OUT, IN, N, G, ldg, X, ldx, (float)beta, d0, ldw);
+            gf_gemm(&ctx, 0, 1, N, OUT, IN, X, ldx, W, IN, 0.0f, y0, OUT);
+            gf_ctx_reset(&ctx);
+            gf_gemm_dw(&ctx, N, OUT, IN, G, ldg, X, ldx, (float)beta, d1, ldw);
+            gf_ctx_reset(&ctx);
+            const int transposed = prec == GF_PREC_BF16 && IN > OUT;
+            const double e = rel_err(d1, d0, OUT, IN, ldw);
+            GF_CHECK(transposed ? e <= 1e-6 : memcmp(d0, d1, (size_t)(OUT * ldw) * 4) == 0,
+                     "%s N %lld OUT %lld IN %lld beta %d: gf_gemm_dw differs from Gᵀ X (normwise %.3g)",
+                     prec == GF_PREC_BF16 ? gf_gemm_bf16_path() : "fp32", (long long)N, (long long)OUT, (long long)IN,
+                     beta, e);
+            int pad_ok = 1;
+            for (int64_t o = 0; o < OUT; o++)
+                for (int64_t i = IN; i < ldw; i++) pad_ok &= d1[o * ldw + i] == d0[o * ldw + i];
+            GF_CHECK(pad_ok, "gf_gemm_dw wrote past column IN");
+            /* held: the forward's product, then X rewritten (bf16 values stay bf16 values: x -2) */
+            gf_gemm_dw_hold_x(&ctx, N, OUT, IN, X, ldx);
+            gf_gemm(&ctx, 0, 1, N, OUT, IN, X, ldx, W, IN, 0.0f, y1, OUT);
+            GF_CHECK(memcmp(y0, y1, (size_t)(N * OUT) * 4) == 0, "N %lld OUT %lld IN %lld: the forward differs held",
+                     (long long)N, (long long)OUT, (long long)IN);
+            for (int64_t i = 0; i < N * ldx; i++) X[i] *= -2.0f;
+            float *dx = malloc((size_t)(N * IN) * 4); /* the backward's dX = G W first: another A */
+            gf_gemm(&ctx, 0, 0, N, IN, OUT, G, ldg, W, IN, 0.0f, dx, IN);
+            free(dx);
+            gf_gemm_dw(&ctx, N, OUT, IN, G, ldg, X, ldx, (float)beta, d2, ldw);
+            double e2 = rel_err(d2, d1, OUT, IN, ldw);
+            if (transposed)
+                GF_CHECK(memcmp(d1, d2, (size_t)(OUT * ldw) * 4) == 0,
+                         "N %lld OUT %lld IN %lld: the held X was not the one gf_gemm_dw took (normwise %.3g)",
+                         (long long)N, (long long)OUT, (long long)IN, e2);
+            else
+                GF_CHECK(e2 > 0.5, "not transposed, nothing is held: X's new values (normwise %.3g)", e2);
+            gf_ctx_free(&ctx);
+            free(G), free(X), free(W), free(d0), free(d1), free(d2), free(y0), free(y1);
+        }
+}
+
+GF_TEST(unit, gemm_dw_is_the_weight_gradient) {
+    gemm_dw_cases(GF_PREC_FP32);
+    gemm_dw_cases(GF_PREC_BF16);
+    setenv("GF_GEMM_BF16", "blas", 1);
+    gemm_dw_cases(GF_PREC_BF16);
+    unsetenv("GF_GEMM_BF16");
+}
+
 /* gf_gemm_bf16_dnnl, which head_ce asks for the operand form, names the path gf_gemm_bf16_path
  * reports (an (M, 1) output of row stride > 1 goes to OpenBLAS under oneDNN 3, the product's rule) */
 GF_TEST(unit, gemm_bf16_dnnl_is_the_reported_path) {
