@@ -5,7 +5,9 @@
  * summed into (acc 1: oneDNN's sum post-op), anyB; plucker-dw: the Plücker projection's dW as
  * (256, 496) += Gᵀ pbar, transposed as (496, 256) = pbarᵀ G, and at N 512 (the last two: "AMD EPYC
  * Zen 5"); grads: the FFN's and the gate's products at 4,096 rows, written and summed into (the
- * latter as a linear's bias was added before gf_gemm_bias, "AMD EPYC Zen 5"). */
+ * latter as a linear's bias was added before gf_gemm_bias, "AMD EPYC Zen 5"); de-k: the head's dE,
+ * dlᵀ h, over K = 512 to 4,096 rows, written and summed into (one product over all of a step's
+ * rows instead of eight, "AMD EPYC Zen 5"); logits and dh at 512 rows alone. */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +97,11 @@ int main(int argc, char **argv){
   else if (!strcmp(set,"sum")) sum();
   else if (!strcmp(set,"plucker-dw")) plucker_dw();
   else if (!strcmp(set,"grads")) grads();
-  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw|grads]\n",argv[0]); return 2; }
+  else if (!strcmp(set,"de-k")) {
+    anyb = 1;
+    for (acc = 0; acc < 2; acc++) for (int k = 512; k <= 4096; k *= 2) run("dE T",30720,256,k,1,0,0,256,1,4);
+    acc = 0; run("dh",512,256,30720,0,0,0,256,1,6); run("logits",512,30720,256,0,1,0,30720,1,6);
+  }
+  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw|grads|de-k]\n",argv[0]); return 2; }
   return 0;
 }
