@@ -45,7 +45,7 @@ size_t gf_chunks_capacity(const gf_arena_chunk *first);
 /* Host memory for the big buffers that live across steps (the arena's chunks, the parameter
  * block, gf_gemm's operand copies), freed with free(). From 2 MiB up it is 2 MiB-aligned and
  * advised as transparent huge pages (MADV_HUGEPAGE: Debian's kernels give them only on request):
- * first touch faults 512x less often (a paper-size run's setup: 655,000 faults -> 9,000) and
+ * first touch faults 512x less often (a paper-size `gflow bench`: 655,000 faults -> 7,000) and
  * the step's passes over the 31-63 MB head buffers miss the TLB less. Smaller, 64-byte aligned.
  * NULL when out of memory. */
 void *gf_host_alloc(size_t bytes);
