@@ -106,12 +106,19 @@ static struct {
     int widen;
 } a_held;
 
-static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64_t cols, int64_t ld, int widen) {
-    for (int i = 0; i < ctx->n_bf16_packs; i++) { /* held for the step: gf_gemm_dw_hold_x */
+/* this step's plain rounded copy of the stored matrix (src; rows, cols, ld), or NULL */
+static const void *step_copy(const gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen) {
+    for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == A && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
+        if (p->src == src && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
             return p->packed;
     }
+    return NULL;
+}
+
+static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64_t cols, int64_t ld, int widen) {
+    const void *held = step_copy(ctx, A, rows, cols, ld, widen); /* gf_gemm_dw_hold_x */
+    if (held) return held;
     void *t = a_scratch((size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t))); // (rows, cols)
     if (a_held.epoch == ctx->pack_epoch && a_held.src == A && a_held.rows == rows && a_held.cols == cols &&
         a_held.ld == ld && a_held.widen == widen)
@@ -125,11 +132,8 @@ static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64
 /* op(B) rounded, from this step's copies when it was rounded before (gf_ctx.bf16_packs: a B
  * operand is a weight or a saved activation, constant until the next reset), else into the arena */
 static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int widen) {
-    for (int i = 0; i < ctx->n_bf16_packs; i++) {
-        const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == B && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
-            return p->packed;
-    }
+    const void *kept = step_copy(ctx, B, rows, cols, ld, widen);
+    if (kept) return kept;
     void *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t)));
     pack_bf16(d, B, rows, cols, ld, widen);
     if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))

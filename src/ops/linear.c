@@ -56,14 +56,13 @@ void gf_linear_cols_into(gf_ctx *ctx, const gf_tensor *x, const gf_tensor *w, in
     int ldw = gf_blas_int(w->shape[1]);
     GF_ASSERT(!(b && add), "linear: a bias with add");
     float beta = add ? 1.0f : 0.0f;
+    if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, N, OUT, IN, x->data, IN);
     if (N == 1 && ctx->precision == GF_PREC_FP32) { /* one row (a decode step): OpenBLAS's gemm does not forward to gemv itself */
         if (b) memcpy(y, b->data, (size_t)OUT * sizeof(float)), beta = 1.0f;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, OUT, IN, 1.0f, w->data + c0, ldw, x->data, 1, beta, y, 1);
     } else if (b) {
-        if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, N, OUT, IN, x->data, IN);
         gf_gemm_bias(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, b->data, y, OUT);
     } else {
-        if (ctx->grad_enabled && gf_needs_grad(w)) gf_gemm_dw_hold_x(ctx, N, OUT, IN, x->data, IN);
         gf_gemm(ctx, 0, 1, N, OUT, IN, x->data, IN, w->data + c0, ldw, beta, y, OUT);
     }
 }
