@@ -15,9 +15,16 @@ static inline float gelu_slope(float v) {
  * (GF_KERNEL_CLONES) while OpenMP splits the spans across threads */
 #define GELU_SPAN 4096
 
-GF_KERNEL_CLONES void gf_gelu_backward_span(float *restrict dx, const float *restrict g, const float *restrict xd,
-                                            int64_t n, int fresh) {
-    if (fresh) {
+GF_KERNEL_CLONES void gf_gelu_backward_span(float *restrict dx, uint16_t *restrict d16, const float *restrict g,
+                                            const float *restrict xd, int64_t n, int fresh) {
+    if (d16) { /* the bits in the same pass, where rounding dx after took another read of it */
+        GF_ASSERT(fresh, "gelu backward: bf16 bits of a gradient added to");
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            dx[i] = g[i] * gelu_slope(xd[i]);
+            d16[i] = gf_bf16_of(dx[i]);
+        }
+    } else if (fresh) {
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) dx[i] = g[i] * gelu_slope(xd[i]);
     } else {
@@ -26,33 +33,42 @@ GF_KERNEL_CLONES void gf_gelu_backward_span(float *restrict dx, const float *res
     }
 }
 
-GF_KERNEL_CLONES static void gelu_forward_span(float *restrict yd, const float *restrict xd, int64_t n) {
+GF_KERNEL_CLONES static void gelu_forward_span(float *restrict yd, uint16_t *restrict y16, const float *restrict xd,
+                                               int64_t n) {
+    if (y16) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
+        for (int64_t i = 0; i < n; i++) {
+            yd[i] = xd[i] * gf_normal_cdf(xd[i]);
+            y16[i] = gf_bf16_of(yd[i]);
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) yd[i] = xd[i] * gf_normal_cdf(xd[i]);
+    }
 }
 
-void gf_gelu_backward_rows(float *dx, const float *g, const float *xd, int64_t N, int fresh) {
+void gf_gelu_backward_rows(float *dx, uint16_t *d16, const float *g, const float *xd, int64_t N, int fresh) {
     int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * GELU_SPAN, m = N - lo < GELU_SPAN ? N - lo : GELU_SPAN;
-        gf_gelu_backward_span(dx + lo, g + lo, xd + lo, m, fresh);
+        gf_gelu_backward_span(dx + lo, d16 ? d16 + lo : NULL, g + lo, xd + lo, m, fresh);
     }
 }
 
-void gf_gelu_forward_rows(float *yd, const float *xd, int64_t N) {
+void gf_gelu_forward_rows(float *yd, uint16_t *y16, const float *xd, int64_t N) {
     int64_t nb = (N + GELU_SPAN - 1) / GELU_SPAN;
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * GELU_SPAN;
-        gelu_forward_span(yd + lo, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
+        gelu_forward_span(yd + lo, y16 ? y16 + lo : NULL, xd + lo, N - lo < GELU_SPAN ? N - lo : GELU_SPAN);
     }
 }
 
 static void gelu_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *x = n->in[0];
-    gf_gelu_backward_rows(x->grad, n->out->grad, x->data, gf_tensor_numel(x), gf_grad_fresh(x));
+    gf_gelu_backward_rows(x->grad, NULL, n->out->grad, x->data, gf_tensor_numel(x), gf_grad_fresh(x));
 }
 
 gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
@@ -61,7 +77,7 @@ gf_tensor *gf_gelu(gf_ctx *ctx, gf_tensor *x) {
     const gf_backend_ops *dev = gf_op_backend("gelu", 1, in);
     if (dev) return dev->gelu(ctx, x);
     gf_tensor *y = gf_tensor_like(ctx, x);
-    gf_gelu_forward_rows(y->data, x->data, gf_tensor_numel(x));
+    gf_gelu_forward_rows(y->data, NULL, x->data, gf_tensor_numel(x));
     gf_tape_record(ctx, &gf_op_gelu, y, 1, in);
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);
     return y;

@@ -533,6 +533,16 @@ void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const fl
     if (ctx->profile) prep_a_held += gf_time_now() - t0;
 }
 
+uint16_t *gf_gemm_round_into(gf_ctx *ctx, const float *X, int64_t rows, int64_t cols) {
+    if (ctx->precision != GF_PREC_BF16 || !gf_gemm_bf16_dnnl(cols, cols) || rows * cols == 0 ||
+        ctx->n_bf16_packs == (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
+        return NULL;
+    GF_ASSERT(!step_copy(ctx, X, rows, cols, cols, 0), "gf_gemm_round_into: X already has a copy this step");
+    uint16_t *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * sizeof(uint16_t)); // (rows, cols)
+    ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){X, rows, cols, cols, 0, NULL, d};
+    return d;
+}
+
 void gf_gemm_dw(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *G, int64_t ldg, const float *X,
                 int64_t ldx, float beta, float *dW, int64_t ldw) {
     if (!dw_transposed(ctx, OUT, IN)) {

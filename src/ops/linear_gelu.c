@@ -12,6 +12,7 @@
 
 typedef struct dh_rows {
     float *dh;
+    uint16_t *d16; /* dh's bf16 bits for the products (gf_gemm_round_into), or NULL */
     const float *dy, *h;
     int64_t C;
 } dh_rows;
@@ -19,7 +20,8 @@ typedef struct dh_rows {
 /* row r of dh = dy ⊙ GELU'(h), stored (dh is the op's own scratch) */
 static void dh_row(void *arg, int64_t r) {
     const dh_rows *a = arg;
-    gf_gelu_backward_span(a->dh + r * a->C, a->dy + r * a->C, a->h + r * a->C, a->C, 1);
+    gf_gelu_backward_span(a->dh + r * a->C, a->d16 ? a->d16 + r * a->C : NULL, a->dy + r * a->C, a->h + r * a->C,
+                          a->C, 1);
 }
 
 /* backward, with dy = dL/dy (N, OUT):
@@ -30,12 +32,14 @@ static void linear_gelu_backward(gf_ctx *ctx, gf_node *n) {
     int64_t N = gf_tensor_rows(x), OUT = w->shape[0];
     double t0 = gf_prof_begin(ctx);
     float *dh = gf_arena_floats(&ctx->arena, N * OUT); // (N, OUT)
+    /* bf16: both products' A, rounded as it is written */
+    uint16_t *d16 = gf_needs_grad(x) || gf_needs_grad(w) ? gf_gemm_round_into(ctx, dh, N, OUT) : NULL; // (N, OUT)
     if (gf_needs_grad(b)) {
         if (gf_grad_fresh(b)) memset(b->grad, 0, (size_t)OUT * sizeof(float));
-        dh_rows a = {dh, n->out->grad, n->saved, OUT};
+        dh_rows a = {dh, d16, n->out->grad, n->saved, OUT};
         gf_colsum_fill(ctx, b->grad, dh, N, OUT, dh_row, &a);
     } else {
-        gf_gelu_backward_rows(dh, n->out->grad, n->saved, N * OUT, 1);
+        gf_gelu_backward_rows(dh, d16, n->out->grad, n->saved, N * OUT, 1);
     }
     gf_prof_bwd_as(ctx, GF_FAM_GEMM, GF_FAM_ELEMWISE, t0);
     gf_linear_grads(ctx, x, w, dh);
@@ -53,7 +57,8 @@ gf_tensor *gf_linear_gelu(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b)
     gf_prof_end(ctx, GF_FAM_GEMM, t0);
     double t1 = gf_prof_begin(ctx);
     gf_tensor *y = gf_tensor_like_cols(ctx, x, OUT); // (N, OUT)
-    gf_gelu_forward_rows(y->data, h, N * OUT);
+    /* bf16: y's bits for the next linear's products, in GELU's pass (rounding y there read it again) */
+    gf_gelu_forward_rows(y->data, gf_gemm_round_into(ctx, y->data, N, OUT), h, N * OUT);
     gf_node *n = gf_tape_record(ctx, &gf_op_linear_gelu, y, 3, in);
     if (n) n->saved = h;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t1);

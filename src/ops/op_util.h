@@ -114,10 +114,11 @@ void gf_concat_linear_check(const char *op, const gf_tensor *a, const gf_tensor 
 void gf_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G);
 
 /* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
- * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). */
-void gf_gelu_forward_rows(float *y, const float *x, int64_t n);
-void gf_gelu_backward_rows(float *dx, const float *dy, const float *x, int64_t n, int fresh);
-void gf_gelu_backward_span(float *dx, const float *dy, const float *x, int64_t n, int fresh);
+ * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). y16 / d16, where
+ * not NULL, get the bf16 bits of what y / dx get (gf_gemm_round_into's copies; with fresh only). */
+void gf_gelu_forward_rows(float *y, uint16_t *y16, const float *x, int64_t n);
+void gf_gelu_backward_rows(float *dx, uint16_t *d16, const float *dy, const float *x, int64_t n, int fresh);
+void gf_gelu_backward_span(float *dx, uint16_t *d16, const float *dy, const float *x, int64_t n, int fresh);
 
 /* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
@@ -168,6 +169,13 @@ void gf_gemm_dw(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *G,
  * gf_gemm_dw with this OUT: where that product is transposed (X then its A), X is rounded once
  * into the step's copies, which the forward's product and the backward's both take. */
 void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const float *X, int64_t ldx);
+/* For an op that writes X (rows, cols; dense) which a later bf16 product of this step reads: the
+ * buffer (rows, cols) for X's bf16 bits, gf_bf16_of of each value, which the op fills in the pass
+ * that writes X (before any product reads X), and which the step's products then take as their A
+ * (either orientation) and as a B kept in its stored layout, instead of rounding X again. NULL
+ * where the products would not take it (fp32, OpenBLAS's path) or the step's copies are full: the
+ * op writes X alone. X must not change until ctx is reset. */
+uint16_t *gf_gemm_round_into(gf_ctx *ctx, const float *X, int64_t rows, int64_t cols);
 
 /* In bf16 (gemm.c) a product whose A operand an op has already rounded: A16 holds the bf16 bits
  * of op(A)'s stored matrix, dense (lda its column count), exactly gf_bf16_of of each fp32 value,

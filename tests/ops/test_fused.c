@@ -79,6 +79,7 @@ typedef struct lg_user {
     int wrap;      /* x, w and b come out of a gelu, so their gradients start fresh */
     int no_bias;   /* b NULL (two inputs) */
     int bias_only; /* x and w need no gradient: the bias's gradient alone */
+    int next;      /* a linear after it, weight in[3] (no bias): an FFN, whose products read y and dh */
     gf_precision precision;
 } lg_user;
 
@@ -90,12 +91,14 @@ static gf_tensor *lg_in(gf_ctx *c, gf_tensor **in, const lg_user *u, int i) {
 static gf_tensor *b_lg(gf_ctx *c, gf_tensor **in, void *uv) {
     const lg_user *u = uv;
     c->precision = u->precision;
-    return gf_linear_gelu(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2));
+    gf_tensor *y = gf_linear_gelu(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2));
+    return u->next ? gf_linear(c, y, in[3], NULL) : y;
 }
 static gf_tensor *b_lg_chain(gf_ctx *c, gf_tensor **in, void *uv) {
     const lg_user *u = uv;
     c->precision = u->precision;
-    return gf_gelu(c, gf_linear(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2)));
+    gf_tensor *y = gf_gelu(c, gf_linear(c, lg_in(c, in, u, 0), lg_in(c, in, u, 1), lg_in(c, in, u, 2)));
+    return u->next ? gf_linear(c, y, in[3], NULL) : y;
 }
 
 /* inputs (n of shapes sh) made twice alike, gradients starting at N(0, 0.5); the fused build and
@@ -281,6 +284,13 @@ GF_TEST(unit, linear_gelu_is_the_chain) {
         }
     const lg_user nob = {.no_bias = 1, .wrap = 1};
     check_bitwise("linear_gelu(no bias)", b_lg, b_lg_chain, 2, nd, many, (void *)&nob);
+    /* bf16 with the next linear: on oneDNN's path its products and linear_gelu's backward ones
+     * read the bits of y and dh that linear_gelu wrote (gf_gemm_round_into), the chain's rounded by
+     * the products; the same bits either way */
+    static const int32_t nd4[4] = {3, 2, 1, 2};
+    static const int64_t ffn[4][3] = {{4, 30, 40}, {70, 40}, {70}, {9, 70}};
+    const lg_user next = {.precision = GF_PREC_BF16, .wrap = 1, .next = 1};
+    check_bitwise("linear_gelu then linear, bf16", b_lg, b_lg_chain, 4, nd4, ffn, (void *)&next);
 }
 
 /* ---- gated_lerp = sigmoid_lerp(concat_linear(a, b, w, bias), a, b) ---- */

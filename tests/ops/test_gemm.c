@@ -398,6 +398,50 @@ GF_TEST(unit, gemm_dw_is_the_weight_gradient) {
     unsetenv("GF_GEMM_BF16");
 }
 
+/* gf_gemm_round_into: on oneDNN's path the buffer it gives is what the step's products read for X
+ * as their A, in either orientation: filled with X's bits, each product is the one gf_gemm makes
+ * rounding X itself (bitwise); filled with zeros, each is 0. In fp32 and on OpenBLAS's path there is
+ * none (NULL). */
+static void round_into_products(gf_ctx *ctx, const float *X, const float *W, const float *G, float *y1, float *y2) {
+    enum { M = 37, K = 24, N = 19 };
+    gf_gemm(ctx, 0, 1, M, N, K, X, K, W, K, 0.0f, y1, N); /* X Wᵀ (M, N) */
+    gf_gemm(ctx, 1, 0, K, N, M, X, K, G, N, 0.0f, y2, N); /* Xᵀ G (K, N) */
+}
+
+GF_TEST(unit, gemm_round_into_is_the_step_copy) {
+    enum { M = 37, K = 24, N = 19 };
+    int64_t sx[2] = {M, K}, sw[2] = {N, K}, sg[2] = {M, N};
+    gf_tensor *X = gc_leaf(2, sx, 71, 1.0f), *W = gc_leaf(2, sw, 72, 1.0f), *G = gc_leaf(2, sg, 73, 1.0f);
+    static float r1[M * N], r2[K * N], y1[M * N], y2[K * N];
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    GF_CHECK(!gf_gemm_round_into(&ctx, X->data, M, K), "fp32: a copy");
+    ctx.precision = GF_PREC_BF16;
+    round_into_products(&ctx, X->data, W->data, G->data, r1, r2);
+    gf_ctx_reset(&ctx);
+    uint16_t *d = gf_gemm_round_into(&ctx, X->data, M, K);
+    if (!gf_gemm_bf16_dnnl(K, K)) {
+        GF_CHECK(!d, "OpenBLAS's path (%s): a copy", gf_gemm_bf16_path());
+    } else {
+        GF_REQUIRE(d, "oneDNN's path: no copy");
+        for (int i = 0; i < M * K; i++) d[i] = gf_bf16_of(X->data[i]);
+        round_into_products(&ctx, X->data, W->data, G->data, y1, y2);
+        GF_CHECK(!memcmp(y1, r1, sizeof r1) && !memcmp(y2, r2, sizeof r2), "X's bits given: not gf_gemm's products");
+        memset(d, 0, (size_t)(M * K) * sizeof(uint16_t));
+        round_into_products(&ctx, X->data, W->data, G->data, y1, y2);
+        int zero = 1;
+        for (int i = 0; i < M * N; i++) zero &= y1[i] == 0.0f;
+        for (int i = 0; i < K * N; i++) zero &= y2[i] == 0.0f;
+        GF_CHECK(zero, "zeros given: a product rounded X itself");
+    }
+    setenv("GF_GEMM_BF16", "blas", 1);
+    gf_ctx_reset(&ctx);
+    GF_CHECK(!gf_gemm_round_into(&ctx, X->data, M, K), "GF_GEMM_BF16=blas: a copy");
+    unsetenv("GF_GEMM_BF16");
+    gf_ctx_free(&ctx);
+    gc_leaf_free(X), gc_leaf_free(W), gc_leaf_free(G);
+}
+
 /* gf_gemm_bf16_dnnl, which head_ce asks for the operand form, names the path gf_gemm_bf16_path
  * reports (an (M, 1) output of row stride > 1 goes to OpenBLAS under oneDNN 3, the product's rule) */
 GF_TEST(unit, gemm_bf16_dnnl_is_the_reported_path) {
