@@ -6,8 +6,9 @@
  * gradient: 2 × 500 MB at the paper's N = 4096, V = 30,522. Here rows are processed in
  * chunks of GF_HEAD_CHUNK: the chunk's logits are computed, turned into probabilities in
  * place, and — when a gradient is needed — the chunk's contribution to dh and dE is computed
- * right away, so only one (chunk, V) buffer exists at any time. With upstream gradient u
- * (the backward seed, normally 1):
+ * right away, so only one (chunk, V) buffer exists at any time (in bf16 on oneDNN also the
+ * rounded dlogits of GF_HEAD_DE_CHUNKS chunks, for one dE product over them). With upstream
+ * gradient u (the backward seed, normally 1):
  *   dl_ij = u (p_ij - [j = t_i]) / C      (0 for ignored rows)
  *   dh    += dl · E        (N, D)          dE += dlᵀ · h      (V, D)
  * Forward computes both products with u = 1 into buffers saved on the node; backward only
@@ -26,6 +27,12 @@
  * step 5 % slower. */
 #define GF_HEAD_CHUNK_BF16 512
 #define GF_HEAD_PAD_BF16 256
+/* bf16 on oneDNN: the rounded dlogits of this many chunks are kept (31 MB a chunk at the paper's
+ * size) for one dE product over all their rows: each product after the first sums into dE (31 MB
+ * read and written again), so fewer, longer ones take less. On Zen 5 the step's dE products took
+ * 0.93x the time in six alternating pairs against one chunk a product, 4 chunks no better than 2
+ * (docs/performance.md, "AMD EPYC Zen 5"). */
+#define GF_HEAD_DE_CHUNKS 2
 
 /* backward: h.grad += u * dh ; E.grad += u * dE */
 static void head_ce_backward(gf_ctx *ctx, gf_node *n) {
@@ -122,7 +129,8 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     /* bf16: the dlogits rounded once, by the row kernel, for both backward products: into dl16
      * where the products run on oneDNN, else in place in buf */
     const int bits = grad && bf16 && gf_gemm_bf16_dnnl(D, D);
-    uint16_t *dl16 = bits ? gf_arena_alloc(&ctx->arena, (size_t)(CH * Vp) * sizeof(uint16_t)) : NULL; // (CH, Vp)
+    const int64_t G = bits ? GF_HEAD_DE_CHUNKS : 1;
+    uint16_t *dl16 = bits ? gf_arena_alloc(&ctx->arena, (size_t)(G * CH * Vp) * sizeof(uint16_t)) : NULL; // (G CH, Vp)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
     float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
     /* dE is written by the first chunk's product (beta 0) and summed into by the others: zeroed
@@ -135,11 +143,13 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     for (int64_t c0 = 0; c0 < N; c0 += CH) {
         int64_t n = N - c0 < CH ? N - c0 : CH;
         const float *hc = h->data + c0 * D;
+        const int64_t g0 = c0 - c0 % (G * CH);          /* the first row of this chunk's dE group */
+        uint16_t *dlc = dl16 ? dl16 + (c0 - g0) * Vp : NULL; /* the chunk's rows of the group's dlogits */
         gf_gemm(ctx, 0, 1, n, iV, iD, hc, iD, Ew, iD, 0.0f, buf, iV);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n; r++) {
             float *l = buf + r * Vp; /* a thread's rows are consecutive (static): the next is its own */
-            uint16_t *d = dl16 ? dl16 + r * Vp : NULL;
+            uint16_t *d = dlc ? dlc + r * Vp : NULL;
             int32_t t = targets[c0 + r];
             if (t == ignore_index) {
                 nll[c0 + r] = 0.0;
@@ -165,8 +175,9 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
             }
         }
         if (dl16) {
-            gf_gemm_a16(ctx, 0, 0, n, iD, iV, dl16, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
-            gf_gemm_a16(ctx, 1, 0, iV, iD, n, dl16, iV, hc, iD, c0 ? 1.0f : 0.0f, dE, iD);
+            gf_gemm_a16(ctx, 0, 0, n, iD, iV, dlc, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
+            if (c0 + n == N || c0 + n - g0 == G * CH)
+                gf_gemm_a16(ctx, 1, 0, iV, iD, c0 + n - g0, dl16, iV, h->data + g0 * D, iD, g0 ? 1.0f : 0.0f, dE, iD);
         } else if (grad && bf16) {
             gf_gemm_rounded_a(ctx, 0, 0, n, iD, iV, buf, iV, Ew, iD, 0.0f, dh + c0 * D, iD);
             gf_gemm_rounded_a(ctx, 1, 0, iV, iD, n, buf, iV, hc, iD, c0 ? 1.0f : 0.0f, dE, iD);
