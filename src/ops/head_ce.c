@@ -133,8 +133,8 @@ gf_tensor *gf_head_ce(gf_ctx *ctx, gf_tensor *h, gf_tensor *E, const int32_t *ta
     uint16_t *dl16 = bits ? gf_arena_alloc(&ctx->arena, (size_t)(G * CH * Vp) * sizeof(uint16_t)) : NULL; // (G CH, Vp)
     double *nll = gf_arena_alloc(&ctx->arena, (size_t)N * sizeof(double));      // (N)
     float *dh = grad ? gf_arena_floats(&ctx->arena, N * D) : NULL;              // (N, D)
-    /* dE is written by the first chunk's product (beta 0) and summed into by the others: zeroed
-     * first, it took a 31 MB pass and oneDNN's sum post-op one more time */
+    /* dE is written by the first dE product (beta 0, the first chunk or group of chunks) and summed
+     * into by the others: zeroed first, it took a 31 MB pass and oneDNN's sum post-op one more time */
     float *dE = !grad ? NULL
                 : N > 0 ? gf_arena_floats(&ctx->arena, Vp * D)
                         : gf_arena_calloc(&ctx->arena, (size_t)(Vp * D) * sizeof(float)); // (Vp, D)
