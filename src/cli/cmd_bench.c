@@ -304,7 +304,7 @@ static void print_products(const gf_profile *pr, int64_t steps) {
                1e3 * g[i].s_round_a / st, 1e3 * g[i].s_round_b / st);
         ms += g[i].s, ra += g[i].s_round_a, rb += g[i].s_round_b, flops += f;
     }
-    printf("gemm_products_total: %.1f ms/step, %.1f GFLOP/s, %.1f ms rounding/step (A %.1f, B %.1f), %.6g "
+    printf("gemm_products_total: %.1f ms/step, %.1f GFLOP/s, %.2f ms rounding/step (A %.2f, B %.2f), %.6g "
            "FLOPs/step%s\n", 1e3 * ms / st, ms > 0 ? flops / ms * 1e-9 : 0.0, 1e3 * (ra + rb) / st, 1e3 * ra / st,
            1e3 * rb / st, flops / st, pr->gemm_more ? " (more shapes than listed: their calls not counted)" : "");
 }
