@@ -106,18 +106,30 @@ static struct {
     int widen;
 } a_held;
 
-/* this step's plain rounded copy of the stored matrix (src; rows, cols, ld), or NULL */
-static const void *step_copy(const gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen) {
+/* this step's rounded copy of the stored matrix (src; rows, cols, ld) in layout (NULL: the
+ * stored one; else a matmul's, gf_bf16_pack.layout), or NULL */
+static const void *step_copy(const gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen,
+                             const void *layout) {
     for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == src && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen && !p->layout)
+        if (p->src == src && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen &&
+            p->layout == layout)
             return p->packed;
     }
     return NULL;
 }
 
+/* whether this step's copies have room for one more (when full, a copy is made but not kept) */
+static int step_room(const gf_ctx *ctx) {
+    return ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]);
+}
+
+static void step_keep(gf_ctx *ctx, struct gf_bf16_pack p) {
+    if (step_room(ctx)) ctx->bf16_packs[ctx->n_bf16_packs++] = p;
+}
+
 static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64_t cols, int64_t ld, int widen) {
-    const void *held = step_copy(ctx, A, rows, cols, ld, widen); /* gf_gemm_dw_hold_x */
+    const void *held = step_copy(ctx, A, rows, cols, ld, widen, NULL); /* gf_gemm_dw_hold_x */
     if (held) return held;
     void *t = a_scratch((size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t))); // (rows, cols)
     if (a_held.epoch == ctx->pack_epoch && a_held.src == A && a_held.rows == rows && a_held.cols == cols &&
@@ -132,12 +144,11 @@ static const void *pack_a(const gf_ctx *ctx, const float *A, int64_t rows, int64
 /* op(B) rounded, from this step's copies when it was rounded before (gf_ctx.bf16_packs: a B
  * operand is a weight or a saved activation, constant until the next reset), else into the arena */
 static const void *pack_b(gf_ctx *ctx, const float *B, int64_t rows, int64_t cols, int64_t ld, int widen) {
-    const void *kept = step_copy(ctx, B, rows, cols, ld, widen);
+    const void *kept = step_copy(ctx, B, rows, cols, ld, widen, NULL);
     if (kept) return kept;
     void *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * (widen ? sizeof(float) : sizeof(uint16_t)));
     pack_bf16(d, B, rows, cols, ld, widen);
-    if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
-        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, widen, NULL, d};
+    step_keep(ctx, (struct gf_bf16_pack){B, rows, cols, ld, widen, NULL, d});
     return d;
 }
 
@@ -331,10 +342,8 @@ static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t 
 static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t rows, int64_t cols, int64_t ld) {
     if (!p->bq) return pack_b(ctx, B, rows, cols, ld, 0);
     const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
-    for (int i = 0; i < ctx->n_bf16_packs; i++) {
-        const struct gf_bf16_pack *q = &ctx->bf16_packs[i];
-        if (q->src == B && q->rows == rows && q->cols == cols && q->ld == ld && q->layout == p) return q->packed;
-    }
+    const void *kept = step_copy(ctx, B, rows, cols, ld, 0, p);
+    if (kept) return kept;
     if (!p->rf || p->rf_ld != ld) f32_reorder(p, ld);
     void *d = gf_arena_alloc(&ctx->arena, p->bq_bytes);
     DN_TRY(dnnl_memory_set_data_handle(p->bf, (void *)B));
@@ -342,8 +351,7 @@ static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t r
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->bf}, {DNNL_ARG_TO, p->bq}};
     DN_TRY(dnnl_primitive_execute(p->rf, dn.strm, 2, args));
     DN_TRY(dnnl_stream_wait(dn.strm));
-    if (ctx->n_bf16_packs < (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
-        ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){B, rows, cols, ld, 0, p, d};
+    step_keep(ctx, (struct gf_bf16_pack){B, rows, cols, ld, 0, p, d});
     return d;
 }
 
@@ -534,12 +542,11 @@ void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const fl
 }
 
 uint16_t *gf_gemm_round_into(gf_ctx *ctx, const float *X, int64_t rows, int64_t cols) {
-    if (ctx->precision != GF_PREC_BF16 || !gf_gemm_bf16_dnnl(cols, cols) || rows * cols == 0 ||
-        ctx->n_bf16_packs == (int)(sizeof ctx->bf16_packs / sizeof ctx->bf16_packs[0]))
+    if (ctx->precision != GF_PREC_BF16 || !gf_gemm_bf16_dnnl(cols, cols) || rows * cols == 0 || !step_room(ctx))
         return NULL;
-    GF_ASSERT(!step_copy(ctx, X, rows, cols, cols, 0), "gf_gemm_round_into: X already has a copy this step");
+    GF_ASSERT(!step_copy(ctx, X, rows, cols, cols, 0, NULL), "gf_gemm_round_into: X already has a copy this step");
     uint16_t *d = gf_arena_alloc(&ctx->arena, (size_t)(rows * cols) * sizeof(uint16_t)); // (rows, cols)
-    ctx->bf16_packs[ctx->n_bf16_packs++] = (struct gf_bf16_pack){X, rows, cols, cols, 0, NULL, d};
+    step_keep(ctx, (struct gf_bf16_pack){X, rows, cols, cols, 0, NULL, d});
     return d;
 }
 
