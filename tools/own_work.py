@@ -13,7 +13,9 @@ With --blas-is-own OpenBLAS counts as gflow's own (a bf16 step whose products al
 what OpenBLAS still runs there is attention's per-head products, gflow's own work by the
 issue's account). oneDNN names its JIT kernels only when ONEDNN_JIT_PROFILE=2 (a perf map);
 unnamed JIT code counts as a product.
-Prints one line:  own_share S  own_ms M  product_share P  samples N  (and each class's share).
+Prints one line:  own_share S  own_ms M  product_share P  samples N  (and each class's share);
+with --top K then the K own symbols with the most samples, a line each:  own_sym MS SHARE SYM (DSO)
+(ms a step, share of the step).
 Exit 2 on bad arguments, 1 when no sample falls in the window.
 """
 import argparse
@@ -41,9 +43,12 @@ def main(argv):
     ap.add_argument('--ms-per-step', type=float, required=True)
     ap.add_argument('--steps', type=int, required=True)
     ap.add_argument('--blas-is-own', action='store_true')
+    ap.add_argument('--top', type=int, default=0, metavar='K', help='then the K own symbols with most samples')
     a = ap.parse_args(argv)
     if not a.ms_per_step > 0 or a.steps < 1:
         ap.error('--ms-per-step must be > 0 and --steps >= 1')
+    if a.top < 0:
+        ap.error('--top must be >= 0')
     f = sys.stdin if a.samples == '-' else open(a.samples, encoding='utf-8', errors='replace')
     rows = []
     for line in f:
@@ -56,9 +61,14 @@ def main(argv):
     t1 = max(r[0] for r in rows)
     t0 = t1 - a.steps * a.ms_per_step / 1000.0
     n = {'own': 0, 'product': 0}
+    by_sym = {}
     for t, sym, dso in rows:
         if t >= t0:
-            n[classify(sym, dso, a.blas_is_own)] += 1
+            c = classify(sym, dso, a.blas_is_own)
+            n[c] += 1
+            if c == 'own':
+                key = (sym, dso)
+                by_sym[key] = by_sym.get(key, 0) + 1
     tot = n['own'] + n['product']
     if tot == 0:
         print('own_work.py: no samples in the last %d steps' % a.steps, file=sys.stderr)
@@ -66,6 +76,8 @@ def main(argv):
     own = n['own'] / tot
     print('own_share %.3f  own_ms %.1f  product_share %.3f  samples %d' % (own, own * a.ms_per_step,
                                                                            1 - own, tot))
+    for (sym, dso), k in sorted(by_sym.items(), key=lambda kv: (-kv[1], kv[0]))[:a.top]:
+        print('own_sym %.1f %.3f %s (%s)' % (k / tot * a.ms_per_step, k / tot, sym, dso))
     return 0
 
 

@@ -29,6 +29,10 @@ check "fixture: exit 0 (got $rc)" '[ "$rc" = 0 ]'
 check "fixture: 10 samples in the window, 5 own ($out)" '[[ "$out" == "own_share 0.500  own_ms 50.0  product_share 0.500  samples 10" ]]'
 out=$(python3 "$py" "$tmp/s" --ms-per-step 100 --steps 2 --blas-is-own)
 check "--blas-is-own: OpenBLAS own ($out)" '[[ "$out" == "own_share 0.600  own_ms 60.0  product_share 0.400  samples 10" ]]'
+out=$(python3 "$py" "$tmp/s" --ms-per-step 100 --steps 2 --top 2 | sed -n 2,3p | tr '\n' '|')
+check "--top 2: the two own symbols with most samples, ties by name ($out)" '[[ "$out" == "own_sym 10.0 0.100 __memset_avx512_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)|own_sym 10.0 0.100 exp_row (/work/main/build/gflow)|" ]]'
+python3 "$py" "$tmp/s" --ms-per-step 100 --steps 2 --top -1 >/dev/null 2>&1; rc=$?
+check "--top -1: exit 2 (got $rc)" '[ "$rc" = 2 ]'
 out=$(python3 "$py" - --ms-per-step 1000 --steps 1 <"$tmp/s")
 check "standard input, a window with the setup sample ($out)" '[[ "$out" == own_share\ 0.545* ]]'
 python3 "$py" "$tmp/s" --ms-per-step 0 --steps 2 >/dev/null 2>&1; rc=$?
@@ -39,6 +43,8 @@ check "no --ms-per-step: exit 2 (got $rc)" '[ "$rc" = 2 ]'
 python3 "$py" "$tmp/empty" --ms-per-step 100 --steps 2 >/dev/null 2>&1; rc=$?
 check "no samples: exit 1 (got $rc)" '[ "$rc" = 1 ]'
 sh=$root/tools/own_work.sh
+"$sh" --top x "$root/recipes/wikitext2.ini" >/dev/null 2>&1; rc=$?
+check "own_work.sh --top x: exit 2 (got $rc)" '[ "$rc" = 2 ]'
 "$sh" --steps 0 "$root/recipes/wikitext2.ini" >/dev/null 2>&1; rc=$?
 check "own_work.sh --steps 0: exit 2 (got $rc)" '[ "$rc" = 2 ]'
 "$sh" "$tmp/none.ini" >/dev/null 2>&1; rc=$?
