@@ -95,8 +95,9 @@ static float att_softmax_row(float *restrict s, const float *restrict kb, int64_
     return sum;
 }
 
-/* forward: y (B, L, D), lse (B, H, L); scratch (threads, BQ * L + L) */
-static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask, float *y, float *lse,
+/* forward: y (B, L, D), and its bf16 bits into y16 (B, L, D) where not NULL; lse (B, H, L);
+ * scratch (threads, BQ * L + L) */
+static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask, float *y, uint16_t *y16, float *lse,
                         float *scratch) {
     const int64_t B = a->B, L = a->L, H = a->H, Dh = a->Dh, ld = a->ld, D = a->D;
     const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ, per_thread = GF_ATT_BQ * L + L;
@@ -126,6 +127,7 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                     const float ir = inv[r];
 #pragma omp simd
                     for (int64_t d = 0; d < Dh; d++) yr[d] *= ir; /* without the pragma -O2 left it scalar */
+                    if (y16) gf_bf16_row(y16 + (Y - y) + r * D, yr, Dh);
                 }
             }
     openblas_set_num_threads(nb);
@@ -219,7 +221,8 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     gf_tensor *y = gf_tensor_new3(ctx, a.B, a.L, a.D);         // (B, L, D)
     float *lse = gf_arena_floats(&ctx->arena, a.B * a.H * a.L); // (B, H, L)
     float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * a.L * omp_get_max_threads());
-    att_forward(&a, qkv->data, key_mask, y->data, lse, scratch);
+    uint16_t *y16 = gf_gemm_round_into(ctx, y->data, a.B * a.L, a.D); // (B, L, D) y's bits for the products, or NULL
+    att_forward(&a, qkv->data, key_mask, y->data, y16, lse, scratch);
     gf_node *n = gf_tape_record(ctx, &gf_op_attention, y, 1, in);
     if (n) {
         n->saved = lse;
@@ -261,7 +264,7 @@ gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, flo
     if (pos == 0) {
         float *lse = gf_arena_floats(&ctx->arena, B * H * n);
         float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * n * omp_get_max_threads());
-        att_forward(&a, qkv->data, NULL, y->data, lse, scratch);
+        att_forward(&a, qkv->data, NULL, y->data, NULL, lse, scratch);
         gf_prof_end(ctx, GF_FAM_ATTENTION, t0);
         return y;
     }

@@ -49,21 +49,23 @@ gf_node *gf_dal_forward(gf_ctx *ctx, const gf_op_def *def, gf_tensor *x, const f
     float scale = 1.0f;
     const uint8_t *keep = drop ? gf_dropout_mask(ctx, x, p, &scale) : NULL; // (N, D)
     gf_tensor *y = gf_tensor_like(ctx, x);
+    uint16_t *y16 = gf_gemm_round_into(ctx, y->data, N, D); // (N, D) y's bits for the products reading it, or NULL
     float *s = gf_arena_floats(&ctx->arena, N * D + 2 * N), *stats = s + N * D; // s (N, D), then stats (N, 2)
     const float *xd = x->data;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
-        float *restrict sr = s + r * D;
+        float *restrict sr = s + r * D, *restrict yr = y->data + r * D;
         const float *restrict xr = xd + r * D, *restrict fr = fd + r * D;
-        const uint8_t *kr = keep ? keep + r * D : NULL;
-        if (kr) {
+        if (keep) {
+            const uint8_t *kr = keep + r * D;
 #pragma omp simd
             for (int64_t c = 0; c < D; c++) sr[c] = xr[c] + gf_dropout_kept(fr[c] * scale, kr[c]);
         } else {
 #pragma omp simd
             for (int64_t c = 0; c < D; c++) sr[c] = xr[c] + fr[c];
         }
-        gf_layernorm_row(sr, gamma->data, beta->data, D, eps, y->data + r * D, stats + 2 * r);
+        gf_layernorm_row(sr, gamma->data, beta->data, D, eps, yr, stats + 2 * r);
+        if (y16) gf_bf16_row(y16 + r * D, yr, D);
     }
     *out = y;
     gf_node *n = gf_tape_record(ctx, def, y, n_in, in);

@@ -13,16 +13,18 @@
 
 typedef struct gate_rows {
     float *du, *da, *db;
+    uint16_t *du16; /* du's bf16 bits for concat_linear's products (gf_gemm_round_into), or NULL */
     const float *g, *u, *a, *b;
     int64_t D;
 } gate_rows;
 
-/* row r of du (stored: du starts zeroed, as the chain's u gradient), da and db (added) */
+/* row r of du (stored: du starts zeroed, as the chain's u gradient) and its bits, da and db (added) */
 static void gate_row(void *arg, int64_t r) {
     const gate_rows *p = arg;
     int64_t o = r * p->D;
     gf_sigmoid_lerp_backward_piece(p->du + o, p->da ? p->da + o : NULL, p->db ? p->db + o : NULL, p->g + o,
                                    p->u + o, p->a + o, p->b + o, p->D);
+    if (p->du16) gf_bf16_row(p->du16 + o, p->du + o, p->D);
 }
 
 /* an input's gradient to add the lerp's term to: zeroed where fresh (the chain's sigmoid_lerp
@@ -34,19 +36,22 @@ static float *lerp_grad(gf_tensor *x, int64_t n) {
 }
 
 /* backward, with G = dL/dy (N, D), α = σ(u):
- *   du = (G ⊙ (a − b)) ⊙ α ⊙ (1 − α) ;  dbias += Σ_rows du ;  da += G ⊙ α ;  db += G ⊙ (1 − α)  (one pass)
+ *   du = (G ⊙ (a − b)) ⊙ α ⊙ (1 − α) ;  dbias += Σ_rows du ;  da += G ⊙ α ;  db += G ⊙ (1 − α)  (one pass;
+ *   in bf16 also du's bits, which the products below take)
  *   da += du · W[:, :D] ;  db += du · W[:, D:] ;  dW += du^T · [a ; b]     (gf_concat_linear_grads) */
 static void gated_lerp_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
     int64_t N = gf_tensor_rows(a), D = gf_tensor_cols(a);
     double t0 = gf_prof_begin(ctx);
     float *du = gf_arena_calloc(&ctx->arena, (size_t)(N * D) * sizeof(float)); // (N, D)
-    gate_rows p = {du, lerp_grad(a, N * D), lerp_grad(b, N * D), n->out->grad, n->saved, a->data, b->data, D};
+    uint16_t *du16 = gf_needs_grad(a) || gf_needs_grad(b) || gf_needs_grad(w) ? gf_gemm_round_into(ctx, du, N, D) : NULL;
+    gate_rows p = {du, lerp_grad(a, N * D), lerp_grad(b, N * D), du16, n->out->grad, n->saved, a->data, b->data, D};
     if (gf_needs_grad(bias)) {
         if (gf_grad_fresh(bias)) memset(bias->grad, 0, (size_t)D * sizeof(float));
         gf_colsum_fill(ctx, bias->grad, du, N, D, gate_row, &p);
     } else {
-        gf_sigmoid_lerp_backward_rows(du, p.da, p.db, p.g, p.u, p.a, p.b, N * D);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < N; r++) gate_row(&p, r);
     }
     gf_prof_bwd_as(ctx, GF_FAM_GEMM, GF_FAM_ELEMWISE, t0);
     gf_concat_linear_grads(ctx, a, b, w, du);

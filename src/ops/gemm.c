@@ -44,7 +44,7 @@ float gf_bf16_round(float f) { return gf_bf16_float(gf_bf16_of(f)); }
 /* dst (rows, cols), dense row-major, = src (rows, cols; row stride ld) rounded to bf16, in the
  * stored layout (a transposed operand is described to the product by its strides, not moved:
  * a plain sequential pass that vectorises). widen: store each value widened back to fp32. */
-GF_KERNEL_CLONES static void pack_row16(uint16_t *restrict d, const float *restrict s, int64_t n) {
+GF_KERNEL_CLONES void gf_bf16_row(uint16_t *restrict d, const float *restrict s, int64_t n) {
 #pragma omp simd
     for (int64_t c = 0; c < n; c++) d[c] = gf_bf16_of(s[c]);
 }
@@ -54,7 +54,7 @@ GF_KERNEL_CLONES static void pack_row32(float *restrict d, const float *restrict
     for (int64_t c = 0; c < n; c++) d[c] = gf_bf16_float(gf_bf16_of(s[c]));
 }
 
-/* the rows in vector passes (pack_row16/32): as plain loops, with gf_bf16_round a call and the
+/* the rows in vector passes (gf_bf16_row, pack_row32): as plain loops, with gf_bf16_round a call and the
  * copy not known apart from its source, they stayed scalar */
 static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen) {
     uint16_t *d16 = dst;
@@ -62,7 +62,7 @@ static void pack_bf16(void *dst, const float *src, int64_t rows, int64_t cols, i
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         if (widen) pack_row32(d32 + r * cols, src + r * ld, cols);
-        else pack_row16(d16 + r * cols, src + r * ld, cols);
+        else gf_bf16_row(d16 + r * cols, src + r * ld, cols);
     }
 }
 
@@ -107,14 +107,18 @@ static struct {
 } a_held;
 
 /* this step's rounded copy of the stored matrix (src; rows, cols, ld) in layout (NULL: the
- * stored one; else a matmul's, gf_bf16_pack.layout), or NULL */
+ * stored one; else a matmul's, gf_bf16_pack.layout), or NULL; in the stored layout also the rows
+ * of a copy of a taller matrix that src is a range of rows of */
 static const void *step_copy(const gf_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld, int widen,
                              const void *layout) {
     for (int i = 0; i < ctx->n_bf16_packs; i++) {
         const struct gf_bf16_pack *p = &ctx->bf16_packs[i];
-        if (p->src == src && p->rows == rows && p->cols == cols && p->ld == ld && p->widen == widen &&
-            p->layout == layout)
-            return p->packed;
+        if (p->cols != cols || p->ld != ld || p->widen != widen || p->layout != layout) continue;
+        if (p->src == src && p->rows == rows) return p->packed;
+        /* a plain copy's rows are dense: a range of them (the head's chunks of h) at row offset */
+        const uintptr_t at = (uintptr_t)src, from = (uintptr_t)p->src, row = (uintptr_t)ld * sizeof(float);
+        if (!layout && at > from && (at - from) % row == 0 && (int64_t)((at - from) / row) + rows <= p->rows)
+            return (const char *)p->packed + (at - from) / row * (uintptr_t)cols * (widen ? sizeof(float) : sizeof(uint16_t));
     }
     return NULL;
 }

@@ -20,7 +20,21 @@ static inline void ln_row_out(const gf_ln_dx *o, int64_t off, const float *restr
     float *restrict df = o->df + off;
     const uint8_t *kr = o->keep ? o->keep + off : NULL;
     const float sc = o->scale;
-    if (kr && o->df_fresh) {
+    if (o->df16 && kr) { /* stored (df_fresh), with its bits while the row is in cache */
+        uint16_t *restrict d16 = o->df16 + off;
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) {
+            df[c] = gf_dropout_kept(dxr[c] * sc, kr[c]);
+            d16[c] = gf_bf16_of(df[c]);
+        }
+    } else if (o->df16) {
+        uint16_t *restrict d16 = o->df16 + off;
+#pragma omp simd
+        for (int64_t c = 0; c < D; c++) {
+            df[c] = dxr[c];
+            d16[c] = gf_bf16_of(dxr[c]);
+        }
+    } else if (kr && o->df_fresh) {
 #pragma omp simd
         for (int64_t c = 0; c < D; c++) df[c] = gf_dropout_kept(dxr[c] * sc, kr[c]);
     } else if (kr) {
@@ -122,10 +136,14 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
     const gf_backend_ops *dev = gf_op_backend("layernorm", 3, in);
     if (dev) return dev->layernorm(ctx, x, gamma, beta, eps);
     gf_tensor *y = gf_tensor_like(ctx, x);
+    uint16_t *y16 = gf_gemm_round_into(ctx, y->data, N, D); // (N, D) y's bits for the products reading it, or NULL
     float *stats = gf_arena_floats(&ctx->arena, 2 * N); // (N, 2)
     const float *gm = gamma->data, *bt = beta->data;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; r++) gf_layernorm_row(x->data + r * D, gm, bt, D, eps, y->data + r * D, stats + 2 * r);
+    for (int64_t r = 0; r < N; r++) {
+        gf_layernorm_row(x->data + r * D, gm, bt, D, eps, y->data + r * D, stats + 2 * r);
+        if (y16) gf_bf16_row(y16 + r * D, y->data + r * D, D);
+    }
     gf_node *n = gf_tape_record(ctx, &gf_op_layernorm, y, 3, in);
     if (n) n->saved = stats;
     gf_prof_end(ctx, GF_FAM_ELEMWISE, t0);

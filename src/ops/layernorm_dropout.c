@@ -49,6 +49,7 @@ gf_tensor *gf_layernorm_dropout(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_
     uint8_t *keep = gf_arena_alloc(&ctx->arena, (size_t)(N * D)); // (N, D)
     float *stats = gf_arena_floats(&ctx->arena, 2 * N);         // (N, 2): mean, rstd
     gf_tensor *y = gf_tensor_like(ctx, x);
+    uint16_t *y16 = gf_gemm_round_into(ctx, y->data, N, D); // (N, D) y's bits for the products reading it, or NULL
     const float *xd = x->data, *gm = gamma->data, *bt = beta->data;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
@@ -58,6 +59,7 @@ gf_tensor *gf_layernorm_dropout(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_
         gf_layernorm_row(xd + r * D, gm, bt, D, eps, yr, stats + 2 * r);
 #pragma omp simd
         for (int64_t c = 0; c < D; c++) yr[c] = gf_dropout_kept(yr[c] * scale, kr[c]);
+        if (y16) gf_bf16_row(y16 + r * D, yr, D);
     }
     gf_node *n = gf_record_op(ctx, &gf_op_layernorm_dropout, y, 3, in, stats, 0, NULL, scale);
     if (n) n->aux = keep;

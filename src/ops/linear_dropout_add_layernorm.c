@@ -11,14 +11,17 @@
  */
 #include "op_util.h"
 
-/* backward: dx += ds, df = keep ? ds / (1 - p) : 0, the gain's and shift's sums
- * (gf_dal_backward); db += Σ_rows df; dh += df · W; dW += df^T · h (gf_linear_grads) */
+/* backward: dx += ds, df = keep ? ds / (1 - p) : 0 (in bf16 with its bits for the products), the
+ * gain's and shift's sums (gf_dal_backward); db += Σ_rows df; dh += df · W; dW += df^T · h
+ * (gf_linear_grads) */
 static void linear_dropout_add_layernorm_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *h = n->in[1], *w = n->in[2], *b = n->in[3];
     int64_t N = gf_tensor_rows(x), D = gf_tensor_cols(x);
     double t0 = gf_prof_begin(ctx);
     float *df = gf_arena_floats(&ctx->arena, N * D); // (N, D)
-    gf_ln_dx o = {.df = df, .df_fresh = 1};
+    /* df's bf16 bits written with it, for the products that read df as A (gf_gemm_round_into) */
+    gf_ln_dx o = {.df = df, .df_fresh = 1,
+                  .df16 = gf_needs_grad(h) || gf_needs_grad(w) ? gf_gemm_round_into(ctx, df, N, D) : NULL};
     if (gf_needs_grad(x)) { o.dx = x->grad; o.dx_fresh = gf_grad_fresh(x); }
     gf_dal_backward(ctx, n, &o, n->in[4], n->in[5], N, D);
     gf_prof_bwd_as(ctx, GF_FAM_GEMM, GF_FAM_ELEMWISE, t0);

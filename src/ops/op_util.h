@@ -122,10 +122,8 @@ void gf_gelu_backward_span(float *dx, uint16_t *d16, const float *dy, const floa
 
 /* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
- * buffer), threaded (_rows) or by the calling thread alone (_piece, any n). */
+ * buffer) by the calling thread alone (_piece, any n). */
 void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t n);
-void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u, const float *a,
-                                   const float *b, int64_t n);
 void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
                                     const float *b, int64_t n);
 
@@ -205,6 +203,9 @@ static inline uint16_t gf_bf16_of(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+
+/* d (n) = gf_bf16_of of each of s (n), in one vector pass (gemm.c: its rounded copies' rows) */
+void gf_bf16_row(uint16_t *d, const float *s, int64_t n);
 
 static inline float gf_bf16_float(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -385,9 +386,11 @@ static inline void gf_layernorm_row(const float *restrict xr, const float *restr
  * dxr = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat ⊙ xhat)):
  *   dx (+)= dxr                               (NULL: not needed; = when dx_fresh)
  *   df (+)= keep ? dxr * scale : 0            (keep NULL: dxr; NULL: not needed; = when df_fresh)
+ *   df16 = df's bf16 bits, in the pass that stores df (NULL: none; gf_gemm_round_into)
  * LayerNorm alone uses dx; LN(x + dropout(f)) both (dropout_add_layernorm.c). */
 typedef struct gf_ln_dx {
     float *dx, *df;
+    uint16_t *df16;
     int dx_fresh, df_fresh;
     const uint8_t *keep;
     float scale;

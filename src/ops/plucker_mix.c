@@ -175,7 +175,8 @@ static gf_tensor *pm_project(gf_ctx *ctx, const float *pbar, const uint8_t *vali
  * triangle has rows of 31 down to 1 pairs (at r = 32) that vectorise poorly.
  *   zt (R, S): z transposed, zt[i*S + off + r] = z_r[i], the first off columns zero (off >= every
  *     offset this block reads), so z_{r-δ} of lane r is the contiguous zt[i*S + off + r0 - δ ..];
- *   pbar (B*L, P), norms (B*L, NW), valid (B*L): written for the lanes r < BL, pbar's rows whole
+ *   pbar (B*L, P), norms (B*L, NW), valid (B*L): written for the lanes r < BL (and pbar's bf16
+ *     bits into pb16 where not NULL: the projection's products take them), pbar's rows whole
  *     from the block's (P, PM_LANES) sums (pbar kept transposed, (P, B*L), took a store per pair,
  *     16 KB apart, and those stores most of the kernel's time).
  * Per offset δ, lanes with t - δ < 0 (t = r % L) read zeros (their pairs are 0 and their scale
@@ -188,8 +189,8 @@ static inline int64_t pm_block_scratch(int64_t R) { return (2 * R + R * (R - 1))
 
 GF_KERNEL_CLONES static void pm_block(const float *restrict zt, int64_t S, int64_t off, int64_t r0, int64_t BL,
                                       int64_t L, int64_t R, const int64_t *offs, int64_t NW, float eps, int normalize,
-                                      float *restrict work, float *restrict pbar, float *restrict norms,
-                                      uint8_t *restrict valid) {
+                                      float *restrict work, float *restrict pbar, uint16_t *restrict pb16,
+                                      float *restrict norms, uint8_t *restrict valid) {
     enum { V = PM_LANES };
     const int64_t P = R * (R - 1) / 2;
     float *restrict al = work, *restrict cl = al + R * V; // (R, V) each: this block's z and z_{t-δ}
@@ -261,6 +262,7 @@ GF_KERNEL_CLONES static void pm_block(const float *restrict zt, int64_t S, int64
     for (int l = 0; l < V && r0 + l < BL; l++) {
         float *restrict pr = pbar + (r0 + l) * P;
         for (int64_t k = 0; k < P; k++) pr[k] = acc[k * V + l] * inv[l];
+        if (pb16) gf_bf16_row(pb16 + (r0 + l) * P, pr, P);
     }
 }
 
@@ -486,10 +488,11 @@ gf_tensor *gf_plucker_mix(gf_ctx *ctx, gf_tensor *z, gf_tensor *w, gf_tensor *b,
     int T = omp_get_max_threads();
     const int64_t per_thread = pm_block_scratch(R);
     float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, per_thread)
+    uint16_t *pb16 = gf_gemm_round_into(ctx, sv->pbar, BL, P); // (B*L, P) pbar's bits, or NULL
 #pragma omp parallel for schedule(static)
     for (int64_t blk = 0; blk < nblk; blk++)
         pm_block(zt, S, off, blk * PM_LANES, BL, L, R, offsets, NW, eps, normalize,
-                 scratch + (int64_t)omp_get_thread_num() * per_thread, sv->pbar, sv->norms, sv->valid);
+                 scratch + (int64_t)omp_get_thread_num() * per_thread, sv->pbar, pb16, sv->norms, sv->valid);
     gf_tensor *g = pm_project(ctx, sv->pbar, sv->valid, w, b, B, L);
 
     const int64_t ip[2] = {NW, normalize};

@@ -3,7 +3,7 @@
  * = gf_lerp(gf_sigmoid(u), a, b, 0), with the same arithmetic in the same order (σ is
  * gf_sigmoidf), so the bits are the unfused chain's. α = σ(u) is neither stored nor saved: the
  * backward recomputes it from u, which the tape keeps anyway. Its passes are shared with the
- * gate's gated_lerp.c (gf_sigmoid_lerp_rows, gf_sigmoid_lerp_backward_rows and _piece).
+ * gate's gated_lerp.c (gf_sigmoid_lerp_rows and gf_sigmoid_lerp_backward_piece).
  */
 #include "op_util.h"
 
@@ -63,8 +63,8 @@ void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float
     }
 }
 
-void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u, const float *a,
-                                   const float *b, int64_t N) {
+static void sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float *g, const float *u,
+                                       const float *a, const float *b, int64_t N) {
     int64_t nb = (N + SLERP_SPAN - 1) / SLERP_SPAN;
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < nb; s++) {
@@ -77,9 +77,9 @@ void gf_sigmoid_lerp_backward_rows(float *du, float *da, float *db, const float 
 static void sigmoid_lerp_backward(gf_ctx *ctx, gf_node *n) {
     (void)ctx;
     gf_tensor *u = n->in[0], *a = n->in[1], *b = n->in[2];
-    gf_sigmoid_lerp_backward_rows(gf_needs_grad(u) ? u->grad : NULL, gf_needs_grad(a) ? a->grad : NULL,
-                                  gf_needs_grad(b) ? b->grad : NULL, n->out->grad, u->data, a->data, b->data,
-                                  gf_tensor_numel(a));
+    sigmoid_lerp_backward_rows(gf_needs_grad(u) ? u->grad : NULL, gf_needs_grad(a) ? a->grad : NULL,
+                               gf_needs_grad(b) ? b->grad : NULL, n->out->grad, u->data, a->data, b->data,
+                               gf_tensor_numel(a));
 }
 
 gf_tensor *gf_sigmoid_lerp(gf_ctx *ctx, gf_tensor *u, gf_tensor *a, gf_tensor *b) {

@@ -1,7 +1,9 @@
 /* test_fused.c — the fused element-wise ops (sigmoid_lerp, dropout_add_layernorm, linear_gelu, gated_lerp,
  * linear_dropout_add_layernorm, layernorm_dropout): finite
  * differences, and the unfused chain of ops each replaces, bit for bit: the output, every input
- * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after. */
+ * gradient (starting non-zero, and fresh where an upstream op stores), the rng's state after; in
+ * bf16 also the operand bits the ops write for the products (gf_gemm_round_into), plucker_mix's
+ * against the products' own rounding. */
 #include "gf_test.h"
 #include "gradcheck.h"
 #include <math.h>
@@ -28,6 +30,8 @@ typedef struct dal_user {
     int training, wrap; /* wrap: x and f come out of a gelu, so their gradients start fresh */
     int64_t rows, row0; /* ctx->batch_rows, batch_row0 */
     uint64_t seed;      /* the rng is seeded alike on every call: one mask for finite differences */
+    gf_precision precision;
+    int next; /* > 0: a linear after the op, its weight in[next] (no bias), whose products read y */
 } dal_user;
 
 static gf_rng dal_rng;
@@ -37,18 +41,22 @@ static void dal_setup(gf_ctx *c, const dal_user *d) {
     c->training = d->training;
     c->batch_rows = d->rows;
     c->batch_row0 = d->row0;
+    c->precision = d->precision;
+}
+static gf_tensor *dal_next(gf_ctx *c, gf_tensor **in, const dal_user *d, gf_tensor *y) {
+    return d->next ? gf_linear(c, y, in[d->next], NULL) : y;
 }
 static gf_tensor *b_dal(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     dal_setup(c, d);
     gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->wrap ? gf_gelu(c, in[1]) : in[1];
-    return gf_dropout_add_layernorm(c, x, f, d->p, in[2], in[3], 1e-5f);
+    return dal_next(c, in, d, gf_dropout_add_layernorm(c, x, f, d->p, in[2], in[3], 1e-5f));
 }
 static gf_tensor *b_dal_chain(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     dal_setup(c, d);
     gf_tensor *x = d->wrap ? gf_gelu(c, in[0]) : in[0], *f = d->wrap ? gf_gelu(c, in[1]) : in[1];
-    return gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f);
+    return dal_next(c, in, d, gf_layernorm(c, gf_add(c, x, gf_dropout(c, f, d->p)), in[2], in[3], 1e-5f));
 }
 /* the residual is the branch: LN(x + dropout(x)) */
 static gf_tensor *b_dal_xx(gf_ctx *c, gf_tensor **in, void *u) {
@@ -65,12 +73,13 @@ static gf_tensor *b_dal_xx_chain(gf_ctx *c, gf_tensor **in, void *u) {
 static gf_tensor *b_ld(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     dal_setup(c, d);
-    return gf_layernorm_dropout(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f, d->p);
+    return dal_next(c, in, d, gf_layernorm_dropout(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f, d->p));
 }
 static gf_tensor *b_ld_chain(gf_ctx *c, gf_tensor **in, void *u) {
     const dal_user *d = u;
     dal_setup(c, d);
-    return gf_dropout(c, gf_layernorm(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f), d->p);
+    gf_tensor *z = gf_layernorm(c, d->wrap ? gf_gelu(c, in[0]) : in[0], in[1], in[2], 1e-5f);
+    return dal_next(c, in, d, gf_dropout(c, z, d->p));
 }
 
 /* ---- linear_gelu = gelu(linear(x, w, b)) ---- */
@@ -111,7 +120,7 @@ static int64_t differ(const float *a, const float *b, int64_t n) {
 
 static void check_bitwise(const char *what, gc_build_fn fused, gc_build_fn chain, int n, const int32_t *nd,
                           const int64_t (*sh)[3], void *user) {
-    gf_tensor *in[2][6];
+    gf_tensor *in[2][8];
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < n; i++) {
             in[k][i] = gc_leaf(nd[i], sh[i], 900 + (uint64_t)i, i >= 2 ? 0.5f : 1.5f);
@@ -211,6 +220,12 @@ GF_TEST(unit, dropout_add_layernorm_is_the_chain) {
         check_bitwise(what, b_dal, b_dal_chain, 4, nd, cases[i].rows ? sh2 : sh, (void *)&cases[i]);
     }
     check_bitwise("dropout_add_layernorm(x, x)", b_dal_xx, b_dal_xx_chain, 4, nd, sh, (void *)&cases[0]);
+    /* bf16 with a linear after it: on oneDNN's path its products read the bits of y that the op
+     * wrote (gf_gemm_round_into), the chain's rounded by the product; the same bits either way */
+    static const int32_t nd5[5] = {3, 3, 1, 1, 2};
+    static const int64_t sh5[5][3] = {{4, 9, 100}, {4, 9, 100}, {100}, {100}, {7, 100}};
+    const dal_user next = {.p = 0.1f, .training = 1, .wrap = 1, .seed = 10, .precision = GF_PREC_BF16, .next = 4};
+    check_bitwise("dropout_add_layernorm then linear, bf16", b_dal, b_dal_chain, 5, nd5, sh5, (void *)&next);
 }
 
 GF_TEST(grad, layernorm_dropout) {
@@ -257,6 +272,11 @@ GF_TEST(unit, layernorm_dropout_is_the_chain) {
     }
     const dal_user one_row = {.p = 0.5f, .training = 1, .wrap = 1, .rows = 11, .row0 = 4, .seed = 20}; /* 3 copies of 11 */
     check_bitwise("layernorm_dropout(1-D x)", b_ld, b_ld_chain, 3, nd1, sh1, (void *)&one_row);
+    /* bf16 with a linear after it, which reads the bits of y the op wrote (as linear_gelu's) */
+    static const int32_t nd4[4] = {3, 1, 1, 2};
+    static const int64_t sh4[4][3] = {{4, 9, 100}, {100}, {100}, {7, 100}};
+    const dal_user next = {.p = 0.1f, .training = 1, .wrap = 1, .seed = 21, .precision = GF_PREC_BF16, .next = 3};
+    check_bitwise("layernorm_dropout then linear, bf16", b_ld, b_ld_chain, 4, nd4, sh4, (void *)&next);
 }
 
 GF_TEST(grad, linear_gelu) {
@@ -300,6 +320,7 @@ typedef struct gl_user {
     int no_bias;   /* bias NULL: w is in[2] (three inputs) */
     int bias_only; /* a, b and w need no gradient: the bias's gradient alone */
     int same;      /* gated_lerp(a, a, w, bias): in[1] unused */
+    gf_precision precision;
 } gl_user;
 
 /* a = in[0], b = in[1], bias = in[2], w = in[3] (bias NULL: w = in[2]) */
@@ -315,11 +336,13 @@ static void gl_args(gf_ctx *c, gf_tensor **in, const gl_user *u, gf_tensor **arg
 }
 static gf_tensor *b_gl(gf_ctx *c, gf_tensor **in, void *uv) {
     gf_tensor *x[4];
+    c->precision = ((const gl_user *)uv)->precision;
     gl_args(c, in, uv, x);
     return gf_gated_lerp(c, x[0], x[1], x[2], x[3]);
 }
 static gf_tensor *b_gl_chain(gf_ctx *c, gf_tensor **in, void *uv) {
     gf_tensor *x[4];
+    c->precision = ((const gl_user *)uv)->precision;
     gl_args(c, in, uv, x);
     return gf_sigmoid_lerp(c, gf_concat_linear(c, x[0], x[1], x[2], x[3]), x[0], x[1]);
 }
@@ -339,12 +362,14 @@ GF_TEST(grad, gated_lerp) {
 
 /* the output and every gradient: the chain's bits, through the column sum's one-thread path (21
  * rows) and its per-thread partials (120 rows), inputs fresh (wrap) or not, a and b one tensor,
- * the bias's gradient alone, no bias */
+ * the bias's gradient alone, no bias; in bf16, where the backward's products read the bits of du
+ * the op wrote (gf_gemm_round_into), the chain's rounded by the products */
 GF_TEST(unit, gated_lerp_is_the_chain) {
     static const int32_t nd[4] = {3, 3, 1, 2};
     static const int64_t small[4][3] = {{3, 7, 40}, {3, 7, 40}, {40}, {40, 80}},
                          many[4][3] = {{4, 30, 33}, {4, 30, 33}, {33}, {33, 66}};
-    const gl_user cases[] = {{0}, {.wrap = 1}, {.bias_only = 1}, {.same = 1, .wrap = 1}, {.same = 1}};
+    const gl_user cases[] = {{0}, {.wrap = 1}, {.bias_only = 1}, {.same = 1, .wrap = 1}, {.same = 1},
+                             {.wrap = 1, .precision = GF_PREC_BF16}, {.same = 1, .precision = GF_PREC_BF16}};
     const int64_t (*shapes[])[3] = {small, many};
     for (size_t k = 0; k < 2; k++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -356,6 +381,46 @@ GF_TEST(unit, gated_lerp_is_the_chain) {
     static const int64_t nob[3][3] = {{4, 30, 33}, {4, 30, 33}, {33, 66}};
     const gl_user nb = {.no_bias = 1, .wrap = 1};
     check_bitwise("gated_lerp(no bias)", b_gl, b_gl_chain, 3, nd3, nob, (void *)&nb);
+    const gl_user nb16 = {.no_bias = 1, .wrap = 1, .precision = GF_PREC_BF16};
+    check_bitwise("gated_lerp(no bias), bf16", b_gl, b_gl_chain, 3, nd3, nob, (void *)&nb16);
+}
+
+/* ---- ops whose bf16 operand bits (gf_gemm_round_into) have no unfused chain to be checked by:
+ * against the products rounding the operand themselves, the same build with the step's copies
+ * full (none made or kept). plucker_mix's pbar (its projection's A), layernorm's and attention's
+ * outputs (a linear's A after them) ---- */
+
+static void bits_setup(gf_ctx *c, const void *full) {
+    c->precision = GF_PREC_BF16;
+    if (full) c->n_bf16_packs = (int)(sizeof c->bf16_packs / sizeof c->bf16_packs[0]);
+}
+static const int64_t pm_offs[3] = {1, 2, 4};
+static gf_tensor *b_pm16(gf_ctx *c, gf_tensor **in, void *full) {
+    bits_setup(c, full);
+    return gf_plucker_mix(c, in[0], in[1], in[2], pm_offs, 3, 1e-6f, 1);
+}
+static gf_tensor *b_pm16_full(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return b_pm16(c, in, c); }
+static gf_tensor *b_ln16(gf_ctx *c, gf_tensor **in, void *full) {
+    bits_setup(c, full);
+    return gf_linear(c, gf_layernorm(c, in[0], in[1], in[2], 1e-5f), in[3], NULL);
+}
+static gf_tensor *b_ln16_full(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return b_ln16(c, in, c); }
+static gf_tensor *b_att16(gf_ctx *c, gf_tensor **in, void *full) {
+    bits_setup(c, full);
+    return gf_linear(c, gf_attention(c, in[0], 2, 1, NULL), in[1], NULL);
+}
+static gf_tensor *b_att16_full(gf_ctx *c, gf_tensor **in, void *u) { (void)u; return b_att16(c, in, c); }
+
+GF_TEST(unit, bf16_operand_bits_are_the_products_own) {
+    static const int32_t nd[4] = {3, 2, 1, 2};
+    static const int64_t pm[3][3] = {{3, 20, 8}, {6, 28}, {6}}; /* r = 8: P = 28 */
+    check_bitwise("plucker_mix, bf16", b_pm16, b_pm16_full, 3, nd, pm, NULL);
+    static const int32_t nd_ln[4] = {3, 1, 1, 2};
+    static const int64_t ln[4][3] = {{4, 9, 40}, {40}, {40}, {7, 40}};
+    check_bitwise("layernorm then linear, bf16", b_ln16, b_ln16_full, 4, nd_ln, ln, NULL);
+    static const int32_t nd_att[2] = {3, 2};
+    static const int64_t att[2][3] = {{3, 70, 48}, {5, 16}}; /* D = 16, two heads; 70 rows: two query tiles */
+    check_bitwise("attention then linear, bf16", b_att16, b_att16_full, 2, nd_att, att, NULL);
 }
 
 /* ---- linear_dropout_add_layernorm = dropout_add_layernorm(x, linear(h, w, b)) ----
@@ -370,14 +435,15 @@ static gf_tensor *b_ldal(gf_ctx *c, gf_tensor **in, void *uv) {
     const ldal_user *u = uv;
     dal_setup(c, &u->d);
     gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
-    return gf_linear_dropout_add_layernorm(c, x, h, in[4], u->no_bias ? NULL : in[5], u->d.p, in[2], in[3], 1e-5f);
+    gf_tensor *y = gf_linear_dropout_add_layernorm(c, x, h, in[4], u->no_bias ? NULL : in[5], u->d.p, in[2], in[3], 1e-5f);
+    return dal_next(c, in, &u->d, y);
 }
 static gf_tensor *b_ldal_chain(gf_ctx *c, gf_tensor **in, void *uv) {
     const ldal_user *u = uv;
     dal_setup(c, &u->d);
     gf_tensor *x = u->d.wrap ? gf_gelu(c, in[0]) : in[0], *h = u->d.wrap ? gf_gelu(c, in[1]) : in[1];
     gf_tensor *f = gf_linear(c, h, in[4], u->no_bias ? NULL : in[5]);
-    return gf_dropout_add_layernorm(c, x, f, u->d.p, in[2], in[3], 1e-5f);
+    return dal_next(c, in, &u->d, gf_dropout_add_layernorm(c, x, f, u->d.p, in[2], in[3], 1e-5f));
 }
 
 GF_TEST(grad, linear_dropout_add_layernorm) {
@@ -415,4 +481,14 @@ GF_TEST(unit, linear_dropout_add_layernorm_is_the_chain) {
         snprintf(what, sizeof what, "linear_dropout_add_layernorm case %zu", i);
         check_bitwise(what, b_ldal, b_ldal_chain, cases[i].no_bias ? 5 : 6, nd, i >= 4 ? sh2 : sh, (void *)&cases[i]);
     }
+    /* bf16 with a linear after it: its products read the bits of y, and the op's backward products
+     * those of df, that the op wrote (gf_gemm_round_into), the chain's rounded by the products */
+    static const int32_t nd7[7] = {3, 3, 1, 1, 2, 1, 2};
+    static const int64_t sh7[7][3] = {{4, 9, 100}, {4, 9, 40}, {100}, {100}, {100, 40}, {100}, {7, 100}};
+    const ldal_user next[2] = {{.d = {.p = 0.1f, .training = 1, .wrap = 1, .seed = 31, .precision = GF_PREC_BF16, .next = 6}},
+                               {.d = {.p = 0.0f, .training = 1, .seed = 32, .precision = GF_PREC_BF16, .next = 6}}};
+    for (int i = 0; i < 2; i++) /* with dropout's mask, and p = 0: none */
+        check_bitwise(i ? "linear_dropout_add_layernorm (p = 0) then linear, bf16"
+                        : "linear_dropout_add_layernorm then linear, bf16",
+                      b_ldal, b_ldal_chain, 7, nd7, sh7, (void *)&next[i]);
 }

@@ -433,6 +433,22 @@ GF_TEST(unit, gemm_round_into_is_the_step_copy) {
         for (int i = 0; i < M * N; i++) zero &= y1[i] == 0.0f;
         for (int i = 0; i < K * N; i++) zero &= y2[i] == 0.0f;
         GF_CHECK(zero, "zeros given: a product rounded X itself");
+        /* a range of X's rows as A (the head's chunks of h) takes those rows of the copy */
+        enum { R0 = 5, RM = 20 };
+        static float s1[RM * N], s2[RM * N];
+        gf_ctx_reset(&ctx);
+        gf_gemm(&ctx, 0, 1, RM, N, K, X->data + R0 * K, K, W->data, K, 0.0f, s1, N);
+        gf_ctx_reset(&ctx);
+        d = gf_gemm_round_into(&ctx, X->data, M, K);
+        GF_REQUIRE(d, "oneDNN's path: no copy after a reset");
+        for (int i = 0; i < M * K; i++) d[i] = gf_bf16_of(X->data[i]);
+        gf_gemm(&ctx, 0, 1, RM, N, K, X->data + R0 * K, K, W->data, K, 0.0f, s2, N);
+        GF_CHECK(!memcmp(s1, s2, sizeof s1), "rows %d..%d given X's bits: not gf_gemm's product of them", R0, R0 + RM - 1);
+        memset(d + R0 * K, 0, (size_t)(RM * K) * sizeof(uint16_t));
+        gf_gemm(&ctx, 0, 1, RM, N, K, X->data + R0 * K, K, W->data, K, 0.0f, s2, N);
+        zero = 1;
+        for (int i = 0; i < RM * N; i++) zero &= s2[i] == 0.0f;
+        GF_CHECK(zero, "rows %d..%d zeroed in the copy: the product rounded them itself", R0, R0 + RM - 1);
     }
     setenv("GF_GEMM_BF16", "blas", 1);
     gf_ctx_reset(&ctx);
