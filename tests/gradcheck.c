@@ -25,6 +25,14 @@ void gc_leaf_free(gf_tensor *t) {
     free(t);
 }
 
+void gc_arena_fill(gf_ctx *ctx, int64_t n, float v) {
+    for (int pass = 0; pass < 2; pass++) {
+        float *p = gf_arena_floats(&ctx->arena, n);
+        for (int64_t i = 0; i < n; i++) p[i] = v;
+        gf_ctx_reset(ctx);
+    }
+}
+
 static double probe(gf_ctx *ctx, gc_build_fn f, gf_tensor **in, void *user, const float *r, int64_t *nout) {
     gf_ctx_reset(ctx);
     int old = gf_ctx_set_grad(ctx, 0);

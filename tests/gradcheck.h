@@ -15,6 +15,12 @@
 gf_tensor *gc_leaf(int32_t ndim, const int64_t *shape, uint64_t seed, float scale);
 void gc_leaf_free(gf_tensor *t);
 
+/* The first n floats of ctx's step arena set to v, then the arena reset: the step's next
+ * allocations read v where nothing wrote them (NaN: an op that adds to memory it should store
+ * into, or reads scratch it never wrote, shows). Filled twice: a first fill past the arena's
+ * first chunk is freed by the reset that joins the chunks into one. */
+void gc_arena_fill(gf_ctx *ctx, int64_t n, float v);
+
 typedef gf_tensor *(*gc_build_fn)(gf_ctx *ctx, gf_tensor **in, void *user);
 
 typedef struct gc_opts {

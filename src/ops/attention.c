@@ -156,7 +156,10 @@ static void att_row_dots(float *restrict di, const float *restrict g, const floa
  *   D_i  = rowsum(dO_i ⊙ O_i)               (= sum_j P_ij dP_ij)
  *   dP   = dO V^T ;  dS = scale · P ⊙ (dP - D_i)   (softmax backward, row by row)
  *   dV  += P^T dO ;  dQ += dS K ;  dK += dS^T Q
- * query tile by tile, the three products added straight into dqkv's columns of head h.
+ * query tile by tile, the last first, the three products added straight into dqkv's columns of
+ * head h; where dqkv is fresh (attention the first to write it) they store instead: dQ's rows
+ * each tile's own, dK and dV at the last tile, which sees every key (causal too), so the tape
+ * need not zero dqkv first (12.6 MB a layer at the paper's size).
  * Rows with lse = +inf (no visible key) get P = dS = 0. */
 static void attention_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *qkv = n->in[0];
@@ -168,8 +171,9 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
     const float *Y = n->out->data, *G = n->out->grad; // (B, L, D) each
     float *dqkv = qkv->grad;          // (B, L, 3D)
     const float *X = qkv->data;
-    const int64_t per_thread = 2 * BQ * L + 2 * L;
+    const int64_t per_thread = 2 * BQ * L + 2 * L, nqb = (L + BQ - 1) / BQ;
     float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
+    const float b0 = gf_grad_fresh(qkv) ? 0.0f : 1.0f; /* the first contribution's beta */
     const int nb = att_blas_serial();
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; b++)
@@ -182,8 +186,9 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
             const float *lrow = lse + (b * H + h) * L;
             att_row_dots(Di, Gb, Yb, L, Dh, D);
             att_key_bias(kb, mask, b, L, L);
-            for (int64_t i0 = 0; i0 < L; i0 += BQ) {
-                const int64_t ni = L - i0 < BQ ? L - i0 : BQ, jend = att_jend(&a, i0, ni);
+            for (int64_t qb = nqb - 1; qb >= 0; qb--) {
+                const int64_t i0 = qb * BQ, ni = L - i0 < BQ ? L - i0 : BQ, jend = att_jend(&a, i0, ni);
+                const float bkv = qb == nqb - 1 ? b0 : 1.0f;
                 att_gemm(0, 1, ni, jend, Dh, Q + i0 * ld, ld, K, ld, 0.0f, P, jend);
                 att_gemm(0, 1, ni, jend, Dh, Gb + i0 * D, D, V, ld, 0.0f, dS, jend);
                 for (int64_t r = 0; r < ni; r++) {
@@ -199,9 +204,9 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
                     }
                     for (int64_t j = nc; j < jend; j++) pr[j] = sr[j] = 0.0f;
                 }
-                att_gemm(1, 0, jend, Dh, ni, P, jend, Gb + i0 * D, D, 1.0f, dV, ld);
-                att_gemm(1, 0, jend, Dh, ni, dS, jend, Q + i0 * ld, ld, 1.0f, dK, ld);
-                att_gemm(0, 0, ni, Dh, jend, dS, jend, K, ld, 1.0f, dQ + i0 * ld, ld);
+                att_gemm(1, 0, jend, Dh, ni, P, jend, Gb + i0 * D, D, bkv, dV, ld);
+                att_gemm(1, 0, jend, Dh, ni, dS, jend, Q + i0 * ld, ld, bkv, dK, ld);
+                att_gemm(0, 0, ni, Dh, jend, dS, jend, K, ld, b0, dQ + i0 * ld, ld);
             }
         }
     openblas_set_num_threads(nb);
@@ -238,7 +243,7 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     return y;
 }
 
-const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_backward, 0};
+const gf_op_def gf_op_attention = {"attention", GF_FAM_ATTENTION, attention_backward, 1};
 
 /* Decoding (no tape): qkv (B, n, 3D) holds positions pos..pos+n-1. Their keys and values are
  * stored into kv (B, 2, H, cap, Dh) (K then V, each head's positions contiguous), then each new

@@ -415,7 +415,9 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
      * backward scratch until the step ends, so a full (B*L, P) buffer per layer was peak RSS */
     const int64_t RB = BL < PM_ROWS ? BL : PM_ROWS;
     float *dpbar = gf_arena_floats(&ctx->arena, RB * P); // (RB, P)
-    float *dpast = gf_arena_calloc(&ctx->arena, (size_t)(BL * NW * R) * sizeof(float)); // (B*L, NW, R)
+    /* (B*L, NW, R), not zeroed: the gather below reads slot q of row s + δ_q only, whose
+     * position t + δ_q >= δ_q has that offset valid, so its backward wrote the slot */
+    float *dpast = gf_arena_floats(&ctx->arena, BL * NW * R);
     float *zz = gf_arena_floats(&ctx->arena, BL); // (B*L): z_r·z_r, each row's once for every offset
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++) zz[r] = pm_dot(z->data + r * R, z->data + r * R, R);

@@ -1,7 +1,8 @@
 /* test_attention.c — the fused attention op (src/ops/attention.c):
  * finite-difference gradients at small sizes (causal, padded bidirectional, causal + left padding),
  * a naive double-precision reference (full score matrix, softmax, textbook backward) for a case that
- * crosses the key tile, causality and padding invariance bit for bit, and thread-count determinism. */
+ * crosses the key tile, its gradient added to dqkv and stored into a fresh one, causality and
+ * padding invariance bit for bit, and thread-count determinism. */
 #include "gf_test.h"
 #include "gradcheck.h"
 #include <math.h>
@@ -127,17 +128,23 @@ static void check_vs_reference(int64_t B, int64_t L, int64_t D, int64_t H, uint6
     double *gref = malloc(sizeof(double) * (size_t)(B * L * 3 * D)); // (B, L, 3D)
     const att_case cases[3] = {{H, 1, NULL}, {H, 0, mask}, {H, 1, mask}};
     const char *names[3] = {"causal", "bidirectional padded", "causal padded"};
-    for (int c = 0; c < 3; c++) {
-        att_ref(qkv->data, dy, B, L, D, H, cases[c].causal, cases[c].mask, yref, gref);
+    for (int c = 0; c < 6; c++) {
+        /* c >= 3: dqkv fresh (attention the first to write it), NaN until the op stores it */
+        const int k = c % 3, fresh = c >= 3;
+        att_ref(qkv->data, dy, B, L, D, H, cases[k].causal, cases[k].mask, yref, gref);
         gf_ctx ctx; gf_ctx_init(&ctx, 0, NULL);
-        memset(qkv->grad, 0, sizeof(float) * (size_t)(B * L * 3 * D));
-        gf_tensor *y = gf_attention(&ctx, qkv, H, cases[c].causal, cases[c].mask);
+        for (int64_t i = 0; i < B * L * 3 * D; i++) qkv->grad[i] = fresh ? NAN : 0.0f;
+        gf_tensor *y = gf_attention(&ctx, qkv, H, cases[k].causal, cases[k].mask);
+        if (fresh) qkv->flags |= GF_T_GRAD_FRESH;
         gf_tape_backward_from(&ctx, y, dy);
+        GF_CHECK(!(qkv->flags & GF_T_GRAD_FRESH), "%s: dqkv left flagged fresh", names[k]);
         double ey = rel_err(y->data, yref, B * L * D), eg = rel_err(qkv->grad, gref, B * L * 3 * D);
         if (getenv("GC_VERBOSE"))
-            printf("    attention Dh=%lld %s: rel err y %.3g, dqkv %.3g\n", (long long)(D / H), names[c], ey, eg);
-        GF_CHECK(ey < 1e-5, "Dh=%lld %s: forward rel err %.3g", (long long)(D / H), names[c], ey);
-        GF_CHECK(eg < 1e-5, "Dh=%lld %s: gradient rel err %.3g", (long long)(D / H), names[c], eg);
+            printf("    attention Dh=%lld %s%s: rel err y %.3g, dqkv %.3g\n", (long long)(D / H), names[k],
+                   fresh ? " (dqkv fresh)" : "", ey, eg);
+        GF_CHECK(ey < 1e-5, "Dh=%lld %s: forward rel err %.3g", (long long)(D / H), names[k], ey);
+        GF_CHECK(eg < 1e-5, "Dh=%lld %s%s: gradient rel err %.3g", (long long)(D / H), names[k],
+                 fresh ? " (dqkv fresh)" : "", eg);
         for (int64_t i = 0; i < B * L * D; i++) GF_CHECK_NEAR(y->data[i], yref[i], 1e-6, 1e-5);
         gf_ctx_free(&ctx);
     }

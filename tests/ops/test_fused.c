@@ -135,10 +135,7 @@ static void check_bitwise(const char *what, gc_build_fn fused, gc_build_fn chain
     uint64_t rng_after[2][4];
     for (int k = 0; k < 2; k++) {
         gf_ctx_init(&c[k], 0, NULL);
-        /* the arena's memory NaN, so a fresh gradient added to instead of stored shows */
-        float *junk = gf_arena_floats(&c[k].arena, 1 << 20);
-        for (int64_t j = 0; j < 1 << 20; j++) junk[j] = NAN;
-        gf_ctx_reset(&c[k]);
+        gc_arena_fill(&c[k], 1 << 20, NAN); /* a fresh gradient added to instead of stored shows */
         y[k] = (k ? chain : fused)(&c[k], in[k], user);
         memcpy(rng_after[k], dal_rng.s, sizeof rng_after[k]);
     }

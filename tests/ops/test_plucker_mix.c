@@ -4,6 +4,7 @@
  * separately and averages afterwards (the paper's literal order), and causality. */
 #include "gf_test.h"
 #include "gradcheck.h"
+#include <math.h>
 #include <string.h>
 
 typedef struct { const int64_t *offs; int32_t n; float eps; int normalize; } pm_args;
@@ -111,4 +112,38 @@ GF_TEST(grad, lerp) {
     GF_CHECK(gc_check("lerp", b_lerp, in, 3, NULL, (gc_opts){0}) == 0, "lerp grads");
     GF_CHECK(gc_check("lerp const", b_lerp_c, in, 3, NULL, (gc_opts){0}) == 0, "lerp grads");
     for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+}
+
+/* The backward's scratch for the past members' gradients is not zeroed (plucker_mix.c: every
+ * slot the gather reads was written): with the step arena's memory NaN before the op, z's
+ * gradient is what it is with that memory zero, and finite. Rows with no valid offset and
+ * offsets past the sequence end included. */
+GF_TEST(unit, plucker_mix_backward_reads_no_unwritten_scratch) {
+    static const int64_t offs[4] = {1, 3, 8, 40}; /* 40 >= L: never valid */
+    const int64_t B = 2, L = 11, R = 6, D = 5, P = R * (R - 1) / 2;
+    int64_t sz[3] = {B, L, R}, sw[2] = {D, P}, sb[1] = {D};
+    pm_args a = {offs, 4, 1e-8f, 1};
+    float *dz[2];
+    for (int k = 0; k < 2; k++) {
+        gf_tensor *in[3] = {gc_leaf(3, sz, 51, 1.0f), gc_leaf(2, sw, 52, 0.5f), gc_leaf(1, sb, 53, 0.5f)};
+        gf_ctx ctx;
+        gf_ctx_init(&ctx, 0, NULL);
+        gc_arena_fill(&ctx, 1 << 20, k ? NAN : 0.0f);
+        memset(in[0]->grad, 0, (size_t)(B * L * R) * sizeof(float));
+        gf_tensor *g = b_pm(&ctx, in, &a);
+        float *dy = malloc((size_t)(B * L * D) * sizeof(float));
+        for (int64_t i = 0; i < B * L * D; i++) dy[i] = (float)((i * 7) % 11) - 5.0f;
+        gf_tape_backward_from(&ctx, g, dy);
+        dz[k] = malloc((size_t)(B * L * R) * sizeof(float));
+        memcpy(dz[k], in[0]->grad, (size_t)(B * L * R) * sizeof(float));
+        free(dy);
+        gf_ctx_free(&ctx);
+        for (int i = 0; i < 3; i++) gc_leaf_free(in[i]);
+    }
+    int finite = 1;
+    for (int64_t i = 0; i < B * L * R; i++) finite &= isfinite(dz[1][i]) != 0;
+    GF_CHECK(finite, "z's gradient not finite with the arena NaN");
+    GF_CHECK(!memcmp(dz[0], dz[1], (size_t)(B * L * R) * sizeof(float)), "z's gradient depends on the arena's old contents");
+    free(dz[0]);
+    free(dz[1]);
 }
