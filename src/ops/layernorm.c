@@ -120,9 +120,10 @@ void gf_layernorm_backward_rows(gf_ctx *ctx, const float *x, const float *g, con
     }
 }
 
+/* stores into a fresh dx, so the tape need not zero it (gf_ln_dx_of) */
 static void layernorm_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0];
-    gf_ln_dx o = {.dx = gf_needs_grad(x) ? x->grad : NULL, .scale = 1.0f};
+    gf_ln_dx o = gf_ln_dx_of(n);
     gf_layernorm_backward_rows(ctx, x->data, n->out->grad, n->saved, n->in[1], n->in[2], gf_tensor_rows(x),
                                gf_tensor_cols(x), &o);
 }
@@ -150,4 +151,4 @@ gf_tensor *gf_layernorm(gf_ctx *ctx, gf_tensor *x, gf_tensor *gamma, gf_tensor *
     return y;
 }
 
-const gf_op_def gf_op_layernorm = {"layernorm", GF_FAM_ELEMWISE, layernorm_backward, 0};
+const gf_op_def gf_op_layernorm = {"layernorm", GF_FAM_ELEMWISE, layernorm_backward, 1};

@@ -25,10 +25,7 @@ static void layernorm_dropout_backward(gf_ctx *ctx, gf_node *n) {
     float *dz = gf_arena_floats(&ctx->arena, ND); // (N, D)
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < ND; i++) dz[i] = gf_dropout_kept(dy[i] * scale, keep[i]);
-    gf_ln_dx o = {.scale = 1.0f};
-    if (gf_needs_grad(x)) { o.dx = x->grad; o.dx_fresh = gf_grad_fresh(x); }
-    for (int i = 1; i < 3; i++) /* the gain and shift are added to: a fresh one starts at zero */
-        if (gf_needs_grad(n->in[i]) && gf_grad_fresh(n->in[i])) memset(n->in[i]->grad, 0, (size_t)D * sizeof(float));
+    gf_ln_dx o = gf_ln_dx_of(n);
     gf_layernorm_backward_rows(ctx, x->data, dz, n->saved, n->in[1], n->in[2], N, D, &o);
 }
 

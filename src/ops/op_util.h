@@ -450,4 +450,18 @@ static inline int gf_grad_fresh(gf_tensor *x) {
     return f;
 }
 
+/* For a LayerNorm node (inputs x, gain, shift): dx into x's gradient, stored where it is fresh;
+ * a fresh gain's or shift's gradient zeroed, as their sums are added to */
+static inline gf_ln_dx gf_ln_dx_of(gf_node *n) {
+    gf_tensor *x = n->in[0];
+    gf_ln_dx o;
+    memset(&o, 0, sizeof o);
+    o.scale = 1.0f;
+    if (gf_needs_grad(x)) o.dx = x->grad, o.dx_fresh = gf_grad_fresh(x);
+    for (int i = 1; i < 3; i++)
+        if (gf_needs_grad(n->in[i]) && gf_grad_fresh(n->in[i]))
+            memset(n->in[i]->grad, 0, (size_t)gf_tensor_cols(x) * sizeof(float));
+    return o;
+}
+
 #endif
