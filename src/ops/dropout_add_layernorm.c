@@ -15,6 +15,7 @@
 void gf_dal_backward(gf_ctx *ctx, const gf_node *n, gf_ln_dx *o, gf_tensor *gamma, gf_tensor *beta, int64_t N,
                      int64_t D) {
     const float *s = n->saved, *stats = s + N * D; // s (N, D), then stats (N, 2): mean, rstd
+    GF_ASSERT(!o->df16 || o->df_fresh, "dropout_add_layernorm backward: bf16 bits of a df added to");
     o->keep = n->aux;
     o->scale = (float)n->fp[0];
     gf_tensor *gb[2] = {gamma, beta};
