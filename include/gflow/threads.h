@@ -16,9 +16,10 @@ int gf_threads_get(void);
 double gf_time_now(void);
 /* A duration for an ETA: "1h05m", "3m07s"; "?" when negative or not finite. */
 void gf_fmt_eta(char *buf, size_t cap, double seconds);
-/* sum of squares in double, parallel but with a fixed combination order
- * (per-thread partials over static blocks, added in thread order), so the
- * result is bitwise reproducible for a given thread count. */
+/* sum of squares in double, parallel but in a fixed order (per-thread partials over
+ * static blocks, each in 16 running sums of every 16th element added in lane order, the
+ * partials added in thread order), so the result is bitwise reproducible for a given
+ * thread count, on any CPU. */
 double gf_sumsq_f32(const float *x, int64_t n);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #include "gf_test.h"
 #include "gflow.h"
 #include "gflow/optim.h"
+#include "gflow/threads.h"
 
 /* Four tensors, one per kind: w (2,3) weight, b (3) bias, n (2) norm, e (2,2) embed. */
 static void make_params(gf_params *p) {
@@ -156,6 +157,48 @@ GF_TEST(unit, clip_grad_norm_scales_only_above_max) {
     n = gf_clip_grad_norm(&p, 1.0);
     GF_CHECK(!isfinite(n) && p.grad[0] == 300.0f, "nonfinite norm passes through");
     gf_params_free(&p);
+}
+
+/* gf_sumsq_f32 (the gradient norm's Σg²) in its documented order (gflow/threads.h): the threads'
+ * static spans, each in 16 running sums of every 16th element from the span's start, added in lane
+ * order, the partials in thread order. Bit for bit at 1, 2 and 3 threads, for lengths with and
+ * without a tail and a start off the vector alignment; and within 1e-15 of a long double sum. */
+static double sumsq_in_order(const float *x, int64_t n, int T) {
+    double s = 0.0;
+    for (int t = 0; t < T; t++) {
+        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
+        double acc[16] = {0}, p = 0.0;
+        for (int64_t i = lo; i < hi; i++) acc[(i - lo) % 16] += (double)x[i] * (double)x[i];
+        for (int k = 0; k < 16; k++) p += acc[k];
+        s += p;
+    }
+    return s;
+}
+
+GF_TEST(unit, sumsq_is_its_documented_order) {
+    const int64_t N = 100003;
+    float *buf = malloc((size_t)(N + 1) * sizeof(float));
+    GF_REQUIRE(buf, "malloc");
+    gf_rng r;
+    gf_rng_seed(&r, 11);
+    for (int64_t i = 0; i <= N; i++) buf[i] = (float)gf_rng_normal(&r) * (i % 7 == 0 ? 1e3f : 1.0f);
+    const int saved = gf_threads_get();
+    const int64_t lens[] = {0, 1, 15, 16, 17, 47, 4099, N};
+    for (int T = 1; T <= 3; T++) {
+        gf_threads_set(T);
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (int off = 0; off < 2; off++) {
+                const float *x = buf + off;
+                const int64_t n = lens[k];
+                const double got = gf_sumsq_f32(x, n), want = sumsq_in_order(x, n, T);
+                GF_CHECK(got == want, "%d threads, n %lld, offset %d: %.17g, in order %.17g", T, (long long)n, off, got, want);
+                long double ld = 0.0L;
+                for (int64_t i = 0; i < n; i++) ld += (long double)x[i] * (long double)x[i];
+                GF_CHECK_NEAR(got, (double)ld, 0, 1e-15);
+            }
+    }
+    gf_threads_set(saved);
+    free(buf);
 }
 
 GF_TEST(unit, adamw_bitwise_same_for_any_thread_count) {

@@ -7,7 +7,8 @@
  * Zen 5"); grads: the FFN's and the gate's products at 4,096 rows, written and summed into (the
  * latter as a linear's bias was added before gf_gemm_bias, "AMD EPYC Zen 5"); de-k: the head's dE,
  * dlᵀ h, over K = 512 to 4,096 rows, written and summed into (one product over all of a step's
- * rows instead of eight, "AMD EPYC Zen 5"); logits and dh at 512 rows alone. */
+ * rows instead of eight, "AMD EPYC Zen 5"); logits and dh at 512 rows alone; dw-plain: the Transformer's
+ * dW products with B as stored and in oneDNN's layout, written and summed into. */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,14 @@ int main(int argc, char **argv){
     for (acc = 0; acc < 2; acc++) for (int k = 512; k <= 4096; k *= 2) run("dE T",30720,256,k,1,0,0,256,1,4);
     acc = 0; run("dh",512,256,30720,0,0,0,256,1,6); run("logits",512,30720,256,0,1,0,30720,1,6);
   }
-  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw|grads|de-k]\n",argv[0]); return 2; }
+  else if (!strcmp(set,"dw-plain")) { /* the dW products, B (the layer's input) as stored and in oneDNN's layout */
+    for (int rep = 0; rep < 2; rep++) for (acc = 0; acc < 2; acc++) for (anyb = 0; anyb < 2; anyb++) {
+      run("fc1 dW",1024,256,4096,1,0,0,256,1,10);
+      run("fc2 dW",256,1024,4096,1,0,0,1024,1,10);
+      run("qkv dW",768,256,4096,1,0,0,256,1,10);
+      run("proj dW",256,256,4096,1,0,0,256,1,10);
+    }
+  }
+  else { fprintf(stderr,"usage: %s [head|sum|plucker-dw|grads|de-k|dw-plain]\n",argv[0]); return 2; }
   return 0;
 }
