@@ -281,17 +281,19 @@ static void pm_antisym(float *restrict M, const float *restrict g, int64_t R) {
     }
 }
 
-/* Y (K, R): y_x = M x_x for the K vectors xs[x] and an antisymmetric M (R, R), each as
+/* Y (K, R): y_x = M x_x for the K vectors X (K, R) and an antisymmetric M (R, R), each as
  * -Σ_j x_j M[j, :] summed in j order (rows of M read contiguously), the K products in one pass
  * over M's rows (the K·R accumulators of one row j are independent of each other), four rows
- * of M a pass (y read and written once per four terms, each y[i] still summed in j order) */
-static void pm_matvecs(float *restrict Y, const float *restrict M, const float *const *xs, int64_t K, int64_t R) {
+ * of M a pass (y read and written once per four terms, each y[i] still summed in j order). X is
+ * a dense copy: read through K pointers, the loop's pointer loads stalled it (~1/6 of its samples). */
+static void pm_matvecs(float *restrict Y, const float *restrict M, const float *restrict X, int64_t K, int64_t R) {
     memset(Y, 0, (size_t)(K * R) * sizeof(float));
     int64_t j = 0;
     for (; j + 4 <= R; j += 4) {
         const float *restrict M0 = M + j * R, *restrict M1 = M0 + R, *restrict M2 = M1 + R, *restrict M3 = M2 + R;
         for (int64_t x = 0; x < K; x++) {
-            const float x0 = xs[x][j], x1 = xs[x][j + 1], x2 = xs[x][j + 2], x3 = xs[x][j + 3];
+            const float *xr = X + x * R;
+            const float x0 = xr[j], x1 = xr[j + 1], x2 = xr[j + 2], x3 = xr[j + 3];
             float *restrict y = Y + x * R;
 #pragma omp simd
             for (int64_t i = 0; i < R; i++) y[i] = (((y[i] - x0 * M0[i]) - x1 * M1[i]) - x2 * M2[i]) - x3 * M3[i];
@@ -300,7 +302,7 @@ static void pm_matvecs(float *restrict Y, const float *restrict M, const float *
     for (; j < R; j++) {
         const float *restrict Mj = M + j * R;
         for (int64_t x = 0; x < K; x++) {
-            const float xj = xs[x][j];
+            const float xj = X[x * R + j];
             float *restrict y = Y + x * R;
 #pragma omp simd
             for (int64_t i = 0; i < R; i++) y[i] -= xj * Mj[i];
@@ -336,22 +338,22 @@ static inline void pm_dot2(const float *x, const float *y1, const float *y2, int
  *   p·Gp = aᵀ M(Gp) c = a·u
  * zz[-δ] = c·c for c = z_{t-δ} (zz[0] = a·a), from the caller's one pass over z's rows.
  * dc goes to the position's (NW, R) slot of dpast. MG (R, R), Y (NW + 1, R) holding v then the
- * u of each valid offset, xs (NW + 1): the caller's scratch. */
+ * u of each valid offset, X (NW + 1, R) a then the valid offsets' c: the caller's scratch. */
 static void pm_row_backward(const float *a, int64_t t, int64_t R, const int64_t *offs, int64_t NW, float eps,
                             int normalize, const float *Gp, const float *norms, const float *zz, float *da,
-                            float *dpast, float *MG, float *Y, const float **xs) {
+                            float *dpast, float *MG, float *Y, float *X) {
     int64_t K = 0;
-    xs[K++] = a;
+    memcpy(X + K++ * R, a, (size_t)R * sizeof(float));
     for (int64_t q = 0; q < NW; q++)
-        if (t - offs[q] >= 0) xs[K++] = a - offs[q] * R;
+        if (t - offs[q] >= 0) memcpy(X + K++ * R, a - offs[q] * R, (size_t)R * sizeof(float));
     const float inv_cnt = 1.0f / (float)(K - 1);
     pm_antisym(MG, Gp, R);
-    pm_matvecs(Y, MG, xs, K, R);
+    pm_matvecs(Y, MG, X, K, R);
     const float *v = Y;
     const float aa = zz[0];
     for (int64_t q = 0, x = 1; q < NW; q++) {
         if (t - offs[q] < 0) continue;
-        const float *c = xs[x], *u = Y + x * R;
+        const float *c = X + x * R, *u = Y + x * R;
         x++;
         float *dc = dpast + q * R;
         const float nrm = norms[q];
@@ -422,12 +424,11 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < BL; r++) zz[r] = pm_dot(z->data + r * R, z->data + r * R, R);
 
-    /* per-thread scratch (R*R floats for M_G, (NW + 1) R for v and the u's, NW + 1 vector
-     * pointers) allocated up front: the arena is not thread-safe */
+    /* per-thread scratch (R*R floats for M_G, (NW + 1) R for v and the u's, (NW + 1) R for a and
+     * the c's) allocated up front: the arena is not thread-safe */
     int T = omp_get_max_threads();
-    const int64_t per_thread = R * R + (NW + 1) * R;
-    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, R*R + (NW+1) R)
-    const float **xs = gf_arena_alloc(&ctx->arena, (size_t)T * (size_t)(NW + 1) * sizeof *xs); // (T, NW+1)
+    const int64_t per_thread = R * R + 2 * (NW + 1) * R;
+    float *scratch = gf_arena_floats(&ctx->arena, (int64_t)T * per_thread); // (T, R*R + 2 (NW+1) R)
 
     for (int64_t r0 = 0; r0 < BL; r0 += RB) {
         const int64_t nr = BL - r0 < RB ? BL - r0 : RB;
@@ -439,7 +440,7 @@ static void plucker_mix_backward(gf_ctx *ctx, gf_node *n) {
             float *MG = scratch + (int64_t)th * per_thread;
             pm_row_backward(z->data + r * R, r % L, R, offs, NW, eps, normalize, dpbar + (r - r0) * P,
                             sv->norms + r * NW, zz + r, z->grad + r * R, dpast + r * NW * R, MG, MG + R * R,
-                            xs + (int64_t)th * (NW + 1));
+                            MG + R * R + (NW + 1) * R);
         }
     }
     /* gather the past-member contributions: dz_s += Σ_δ dc(s + δ, δ), fixed order */
