@@ -13,7 +13,7 @@
 typedef struct dh_rows {
     float *dh;
     uint16_t *d16; /* dh's bf16 bits for the products (gf_gemm_round_into), or NULL */
-    const float *dy, *h;
+    const float *dy, *h, *y;
     int64_t C;
 } dh_rows;
 
@@ -21,11 +21,11 @@ typedef struct dh_rows {
 static void dh_row(void *arg, int64_t r) {
     const dh_rows *a = arg;
     gf_gelu_backward_span(a->dh + r * a->C, a->d16 ? a->d16 + r * a->C : NULL, a->dy + r * a->C, a->h + r * a->C,
-                          a->C, 1);
+                          a->y + r * a->C, a->C, 1);
 }
 
 /* backward, with dy = dL/dy (N, OUT):
- *   dh = dy ⊙ (Φ(h) + h φ(h)) ;  db += Σ_rows dh      (one pass)
+ *   dh = dy ⊙ (Φ(h) + h φ(h)) ;  db += Σ_rows dh      (one pass; Φ(h) = y / h, gelu.c)
  *   dX += dh · W ;  dW += dh^T · X                      (gf_linear_grads) */
 static void linear_gelu_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
@@ -36,10 +36,10 @@ static void linear_gelu_backward(gf_ctx *ctx, gf_node *n) {
     uint16_t *d16 = gf_needs_grad(x) || gf_needs_grad(w) ? gf_gemm_round_into(ctx, dh, N, OUT) : NULL; // (N, OUT)
     if (gf_needs_grad(b)) {
         if (gf_grad_fresh(b)) memset(b->grad, 0, (size_t)OUT * sizeof(float));
-        dh_rows a = {dh, d16, n->out->grad, n->saved, OUT};
+        dh_rows a = {dh, d16, n->out->grad, n->saved, n->out->data, OUT};
         gf_colsum_fill(ctx, b->grad, dh, N, OUT, dh_row, &a);
     } else {
-        gf_gelu_backward_rows(dh, d16, n->out->grad, n->saved, N * OUT, 1);
+        gf_gelu_backward_rows(dh, d16, n->out->grad, n->saved, n->out->data, N * OUT, 1);
     }
     gf_prof_bwd_as(ctx, GF_FAM_GEMM, GF_FAM_ELEMWISE, t0);
     gf_linear_grads(ctx, x, w, dh);

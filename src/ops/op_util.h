@@ -114,11 +114,14 @@ void gf_concat_linear_check(const char *op, const gf_tensor *a, const gf_tensor 
 void gf_concat_linear_grads(gf_ctx *ctx, gf_tensor *a, gf_tensor *b, gf_tensor *w, const float *G);
 
 /* gelu.c's passes over n floats, shared with linear_gelu.c: y = GELU(x) (threaded); dx (= when
- * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span). y16 / d16, where
- * not NULL, get the bf16 bits of what y / dx get (gf_gemm_round_into's copies; with fresh only). */
+ * fresh, else +=) dy ⊙ GELU'(x), threaded (_rows) or one thread's piece (_span), from x and the
+ * forward's y. y16 / d16, where not NULL, get the bf16 bits of what y / dx get
+ * (gf_gemm_round_into's copies; with fresh only). */
 void gf_gelu_forward_rows(float *y, uint16_t *y16, const float *x, int64_t n);
-void gf_gelu_backward_rows(float *dx, uint16_t *d16, const float *dy, const float *x, int64_t n, int fresh);
-void gf_gelu_backward_span(float *dx, uint16_t *d16, const float *dy, const float *x, int64_t n, int fresh);
+void gf_gelu_backward_rows(float *dx, uint16_t *d16, const float *dy, const float *x, const float *y, int64_t n,
+                           int fresh);
+void gf_gelu_backward_span(float *dx, uint16_t *d16, const float *dy, const float *x, const float *y, int64_t n,
+                           int fresh);
 
 /* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
