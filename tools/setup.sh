@@ -13,7 +13,7 @@ shift || true
 # tools/install_check.sh: bash-completion (its completionsdir) and groff-base (renders gflow(1));
 # time (/usr/bin/time -v) and sentencepiece (spm_encode) for tools/data_bench.sh.
 pkgs=(meson ninja-build pkg-config gcc g++ libopenblas-dev libsentencepiece-dev sentencepiece
-      libcsv-dev libinih-dev libssl-dev libcjson-dev libutf8proc-dev liblapacke-dev zlib1g-dev libdnnl-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch
+      libcsv-dev libinih-dev libssl-dev libcjson-dev libutf8proc-dev liblapacke-dev zlib1g-dev libdnnl-dev libxsmm-dev libopenmpi-dev openmpi-bin gnuplot-nox python3 python3-numpy python3-torch
       bash-completion groff-base time)
 missing=()
 for p in "${pkgs[@]}"; do

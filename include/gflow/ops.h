@@ -28,6 +28,9 @@ gf_tensor *gf_linear(gf_ctx *ctx, gf_tensor *x, gf_tensor *w, gf_tensor *b);
  * 2.6.3, AMX-BF16", or OpenBLAS on rounded inputs and why), for `gflow --version` and bench. */
 float gf_bf16_round(float f);
 const char *gf_gemm_bf16_path(void);
+/* What runs attention's matrix products on the CPU (src/ops/attention.c): libxsmm's JIT kernels,
+ * or OpenBLAS in a build without libxsmm (meson -Dxsmm). */
+const char *gf_attention_products(void);
 /* whether the bf16 products go to oneDNN on a CPU with (has_bf16) bf16 arithmetic, (has_amx) AMX,
  * made by (amd) AMD, given GF_GEMM_BF16's value force (NULL: unset; "blas", "dnnl"): by default
  * with AMX or on AMD, not on Intel's AVX512-BF16 alone */

@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? GF_EXIT_USAGE : GF_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("gflow %s\nbuild: %s\noptions: %s\nbf16: %s\n", gf_version(), gf_build_describe(), gf_build_options(),
-               gf_gemm_bf16_path());
+        printf("gflow %s\nbuild: %s\noptions: %s\nbf16: %s\nattention: %s\n", gf_version(), gf_build_describe(),
+               gf_build_options(), gf_gemm_bf16_path(), gf_attention_products());
         return GF_EXIT_OK;
     }
     const char *gb = getenv("GF_GEMM_BF16"); /* src/ops/gemm.c reads it at each product */

@@ -4,9 +4,11 @@
  * Per (b, h), with S = Q K^T / sqrt(Dh) (masked entries -inf), P = softmax_rows(S):
  *   O (L, Dh) = P V, written to columns h*Dh.. of y (B, L, D).
  * Queries go in tiles of GF_ATT_BQ rows; a tile's visible keys are 0..jend-1 (all L, or up to
- * its last row when causal), so a tile holds whole rows of S: the products are OpenBLAS sgemm
- * calls on strided views of qkv (no copies), the softmax is exact per row (no running max), and
- * only a (BQ, L) scratch per thread exists, never the L x L matrix. Saved for backward:
+ * its last row when causal), so a tile holds whole rows of S: the products (att_gemm) are
+ * libxsmm's JIT kernels where gflow is built with libxsmm, else OpenBLAS sgemm calls, on strided
+ * views of qkv, K and V transposed into the task's scratch where a product reads them as Kᵀ, Vᵀ
+ * (libxsmm 1.17 has no kernel with its first operand transposed); the softmax is exact per row
+ * (no running max), and only a (BQ, L) scratch per thread exists, never the L x L matrix. Saved for backward:
  * lse (B, H, L) = m + log l per query row, the output y (the node's own output) and a copy of
  * key_mask; backward recomputes S tile by tile.
  * A query row with no visible key (every key it may see is padding) outputs 0; its lse is +inf,
@@ -20,8 +22,13 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#ifdef GF_HAVE_LIBXSMM
+#include <libxsmm.h>
+#endif
 
 #define GF_ATT_BQ 64 /* query rows per tile: causal tiles skip the keys after their last row */
+/* the forward's floats a thread: a tile's scores (BQ, L), the key bias (L), Kᵀ (Dh, L) */
+#define ATT_FWD_SCRATCH(L, Dh) ((GF_ATT_BQ + 1) * (L) + (Dh) * (L))
 
 typedef struct att_dims {
     int64_t B, L, D, H, Dh, ld; /* ld = 3D, the qkv row stride */
@@ -50,11 +57,60 @@ static int att_blas_serial(void) {
     return n;
 }
 
-/* C (M, N) (+)= op(A) · op(B), row-major strided views, one thread */
-static void att_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                     int64_t ldb, float beta, float *C, int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, gf_blas_int(M),
-                gf_blas_int(N), gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C, gf_blas_int(ldc));
+/* C (M, N) = op(A) (M, K) · B (K, N) + beta C, row-major strided views, one thread; op(A) = A, or
+ * Aᵀ where ta (A stored (K, M)). libxsmm's kernel where built with it: its products are
+ * column-major, so the row-major C is its Cᵀ = Bᵀ op(A)ᵀ (B first; ta its second operand
+ * transposed). Kernels are JIT-compiled once per shape and found again in libxsmm's registry;
+ * on these shapes (tiles of 64 queries, 128 keys, heads of 32) they took 0.63-0.68x OpenBLAS's
+ * time, the transposes of K and V included (Zen 5; docs/performance.md). A shape libxsmm has no
+ * kernel for goes to OpenBLAS. */
+static void att_gemm(int ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc) {
+#ifdef GF_HAVE_LIBXSMM
+    const libxsmm_blasint m = gf_blas_int(N), n = gf_blas_int(M), k = gf_blas_int(K), la = gf_blas_int(ldb),
+                          lb = gf_blas_int(lda), lc = gf_blas_int(ldc);
+    const float alpha = 1.0f;
+    const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+    const libxsmm_smmfunction f = libxsmm_smmdispatch(m, n, k, &la, &lb, &lc, &alpha, &beta, &flags, NULL);
+    if (f) {
+        f(B, A, C);
+        return;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, CblasNoTrans, gf_blas_int(M), gf_blas_int(N),
+                gf_blas_int(K), 1.0f, A, gf_blas_int(lda), B, gf_blas_int(ldb), beta, C, gf_blas_int(ldc));
+}
+
+/* Xt (Dh, n), row stride L = the first n rows of X (row stride ld) transposed, for the products
+ * that read Kᵀ or Vᵀ: 16 rows at a time, each of Xt's 16-float runs one vector (a gather), where
+ * a row at a time stored each value to another line */
+static void att_transpose(float *restrict Xt, const float *restrict X, int64_t n, int64_t Dh, int64_t ld, int64_t L) {
+    int64_t j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16)
+        for (int64_t d = 0; d < Dh; d++) {
+            float *restrict t = Xt + d * L + j0;
+            const float *restrict x = X + j0 * ld + d;
+#pragma omp simd
+            for (int64_t j = 0; j < 16; j++) t[j] = x[j * ld];
+        }
+    for (int64_t j = j0; j < n; j++)
+        for (int64_t d = 0; d < Dh; d++) Xt[d * L + j] = X[j * ld + d];
+}
+
+/* what att_gemm runs: libxsmm where it has kernels for both forms of the products on this CPU (the
+ * paper's shapes: a 64 x 128 x 32 tile, written and summed into), else OpenBLAS */
+const char *gf_attention_products(void) {
+#ifdef GF_HAVE_LIBXSMM
+    const libxsmm_blasint m = 128, n = 64, k = 32, l128 = 128, l768 = 768;
+    const float one = 1.0f, zero = 0.0f;
+    const int nn = LIBXSMM_GEMM_FLAG_NONE, tn = LIBXSMM_GEMM_FLAG_TRANS_B;
+    if (libxsmm_smmdispatch(m, n, k, &l128, &l768, &l128, &one, &zero, &nn, NULL) &&
+        libxsmm_smmdispatch(k, m, n, &l768, &l128, &l768, &one, &one, &tn, NULL))
+        return "libxsmm " LIBXSMM_VERSION " JIT kernels";
+    return "OpenBLAS sgemm (libxsmm " LIBXSMM_VERSION " has no kernel for this CPU)";
+#else
+    return "OpenBLAS sgemm (built without libxsmm)";
+#endif
 }
 
 /* additive key bias of batch row b's keys 0..n-1: 0, or -inf for padding */
@@ -96,24 +152,25 @@ static float att_softmax_row(float *restrict s, const float *restrict kb, int64_
 }
 
 /* forward: y (B, L, D), and its bf16 bits into y16 (B, L, D) where not NULL; lse (B, H, L);
- * scratch (threads, BQ * L + L) */
+ * scratch (threads, ATT_FWD_SCRATCH(L, Dh)) */
 static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask, float *y, uint16_t *y16, float *lse,
                         float *scratch) {
     const int64_t B = a->B, L = a->L, H = a->H, Dh = a->Dh, ld = a->ld, D = a->D;
-    const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ, per_thread = GF_ATT_BQ * L + L;
+    const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ, per_thread = ATT_FWD_SCRATCH(L, Dh);
     const int nb = att_blas_serial();
 #pragma omp parallel for collapse(3) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t qb = nqb - 1; qb >= 0; qb--) { /* the longest causal tiles first */
                 float *S = scratch + per_thread * omp_get_thread_num(); // (ni, jend) scores, then exp
-                float *kb = S + GF_ATT_BQ * L;                          // (L)
+                float *kb = S + GF_ATT_BQ * L, *Kt = kb + L;            // (L), (Dh, L)
                 const int64_t i0 = qb * GF_ATT_BQ, ni = L - i0 < GF_ATT_BQ ? L - i0 : GF_ATT_BQ;
                 const int64_t jend = att_jend(a, i0, ni);
                 const float *Q = qkv + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
                 float *Y = y + (b * L + i0) * D + h * Dh, *lr = lse + (b * H + h) * L + i0;
                 att_key_bias(kb, mask, b, L, jend);
-                att_gemm(0, 1, ni, jend, Dh, Q + i0 * ld, ld, K, ld, 0.0f, S, jend);
+                att_transpose(Kt, K, jend, Dh, ld, L);
+                att_gemm(0, ni, jend, Dh, Q + i0 * ld, ld, Kt, L, 0.0f, S, jend);
                 float inv[GF_ATT_BQ];
                 for (int64_t r = 0; r < ni; r++) {
                     float m;
@@ -121,7 +178,7 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                     inv[r] = l > 0.0f ? 1.0f / l : 0.0f; /* a row with no visible key outputs 0 */
                     lr[r] = l > 0.0f ? m + logf(l) : INFINITY;
                 }
-                att_gemm(0, 0, ni, Dh, jend, S, jend, V, ld, 0.0f, Y, D);
+                att_gemm(0, ni, Dh, jend, S, jend, V, ld, 0.0f, Y, D);
                 for (int64_t r = 0; r < ni; r++) {
                     float *yr = Y + r * D;
                     const float ir = inv[r];
@@ -171,7 +228,7 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
     const float *Y = n->out->data, *G = n->out->grad; // (B, L, D) each
     float *dqkv = qkv->grad;          // (B, L, 3D)
     const float *X = qkv->data;
-    const int64_t per_thread = 2 * BQ * L + 2 * L, nqb = (L + BQ - 1) / BQ;
+    const int64_t per_thread = 2 * BQ * L + 2 * L + 2 * Dh * L, nqb = (L + BQ - 1) / BQ;
     float *scratch = gf_arena_floats(&ctx->arena, per_thread * omp_get_max_threads());
     const float b0 = gf_grad_fresh(qkv) ? 0.0f : 1.0f; /* the first contribution's beta */
     const int nb = att_blas_serial();
@@ -180,17 +237,20 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
         for (int64_t h = 0; h < H; h++) {
             float *P = scratch + per_thread * omp_get_thread_num(), *dS = P + BQ * L; // (ni, jend) each
             float *kb = dS + BQ * L, *Di = kb + L;                                   // (L) each
+            float *Kt = Di + L, *Vt = Kt + Dh * L;                                   // (Dh, L) each
             const float *Q = X + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
             const float *Yb = Y + b * L * D + h * Dh, *Gb = G + b * L * D + h * Dh;
             float *dQ = dqkv + b * L * ld + h * Dh, *dK = dQ + D, *dV = dQ + 2 * D;
             const float *lrow = lse + (b * H + h) * L;
             att_row_dots(Di, Gb, Yb, L, Dh, D);
             att_key_bias(kb, mask, b, L, L);
+            att_transpose(Kt, K, L, Dh, ld, L);
+            att_transpose(Vt, V, L, Dh, ld, L);
             for (int64_t qb = nqb - 1; qb >= 0; qb--) {
                 const int64_t i0 = qb * BQ, ni = L - i0 < BQ ? L - i0 : BQ, jend = att_jend(&a, i0, ni);
                 const float bkv = qb == nqb - 1 ? b0 : 1.0f;
-                att_gemm(0, 1, ni, jend, Dh, Q + i0 * ld, ld, K, ld, 0.0f, P, jend);
-                att_gemm(0, 1, ni, jend, Dh, Gb + i0 * D, D, V, ld, 0.0f, dS, jend);
+                att_gemm(0, ni, jend, Dh, Q + i0 * ld, ld, Kt, L, 0.0f, P, jend);
+                att_gemm(0, ni, jend, Dh, Gb + i0 * D, D, Vt, L, 0.0f, dS, jend);
                 for (int64_t r = 0; r < ni; r++) {
                     const int64_t i = i0 + r;
                     const int64_t nc = lrow[i] != INFINITY ? att_ncols(&a, i, jend) : 0;
@@ -204,9 +264,9 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
                     }
                     for (int64_t j = nc; j < jend; j++) pr[j] = sr[j] = 0.0f;
                 }
-                att_gemm(1, 0, jend, Dh, ni, P, jend, Gb + i0 * D, D, bkv, dV, ld);
-                att_gemm(1, 0, jend, Dh, ni, dS, jend, Q + i0 * ld, ld, bkv, dK, ld);
-                att_gemm(0, 0, ni, Dh, jend, dS, jend, K, ld, b0, dQ + i0 * ld, ld);
+                att_gemm(1, jend, Dh, ni, P, jend, Gb + i0 * D, D, bkv, dV, ld);
+                att_gemm(1, jend, Dh, ni, dS, jend, Q + i0 * ld, ld, bkv, dK, ld);
+                att_gemm(0, ni, Dh, jend, dS, jend, K, ld, b0, dQ + i0 * ld, ld);
             }
         }
     openblas_set_num_threads(nb);
@@ -225,7 +285,7 @@ gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal
     if (dev) return dev->attention(ctx, qkv, n_heads, causal, key_mask);
     gf_tensor *y = gf_tensor_new3(ctx, a.B, a.L, a.D);         // (B, L, D)
     float *lse = gf_arena_floats(&ctx->arena, a.B * a.H * a.L); // (B, H, L)
-    float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * a.L * omp_get_max_threads());
+    float *scratch = gf_arena_floats(&ctx->arena, ATT_FWD_SCRATCH(a.L, a.Dh) * omp_get_max_threads());
     uint16_t *y16 = gf_gemm_round_into(ctx, y->data, a.B * a.L, a.D); // (B, L, D) y's bits for the products, or NULL
     att_forward(&a, qkv->data, key_mask, y->data, y16, lse, scratch);
     gf_node *n = gf_tape_record(ctx, &gf_op_attention, y, 1, in);
@@ -268,7 +328,7 @@ gf_tensor *gf_attention_cached(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, flo
     gf_tensor *y = gf_tensor_new3(ctx, B, n, D); // (B, n, D)
     if (pos == 0) {
         float *lse = gf_arena_floats(&ctx->arena, B * H * n);
-        float *scratch = gf_arena_floats(&ctx->arena, (GF_ATT_BQ + 1) * n * omp_get_max_threads());
+        float *scratch = gf_arena_floats(&ctx->arena, ATT_FWD_SCRATCH(n, Dh) * omp_get_max_threads());
         att_forward(&a, qkv->data, NULL, y->data, NULL, lse, scratch);
         gf_prof_end(ctx, GF_FAM_ATTENTION, t0);
         return y;

@@ -221,3 +221,15 @@ GF_TEST(grad, attention_thread_determinism) {
     free(dy);
     gc_leaf_free(qkv);
 }
+
+/* attention's products run where the build says (gf_attention_products, `gflow --version`): with
+ * libxsmm, its JIT kernels for the paper's tile shapes on any x86-64 CPU gflow runs on (a dispatch
+ * that fails would leave every product to OpenBLAS, unnoticed but for the speed) */
+GF_TEST(unit, attention_products_are_the_builds) {
+    const char *p = gf_attention_products();
+#ifdef GF_HAVE_LIBXSMM
+    GF_CHECK(!strncmp(p, "libxsmm", 7) && strstr(p, "JIT"), "built with libxsmm, yet: %s", p);
+#else
+    GF_CHECK(!strncmp(p, "OpenBLAS", 8), "built without libxsmm, yet: %s", p);
+#endif
+}
