@@ -9,10 +9,10 @@ them but its report) and sorts each by where it ran:
             operand copies included), libdnnl itself, and OpenBLAS (libopenblas, libblas);
   own       everything else: gflow's code, oneDNN's reorders (B rounded into its layout), libc,
             libm, libgomp, the kernel.
-With --blas-is-own OpenBLAS counts as gflow's own (a bf16 step whose products all run on oneDNN:
-what OpenBLAS still runs there is attention's per-head products, gflow's own work by the
-issue's account). oneDNN names its JIT kernels only when ONEDNN_JIT_PROFILE=2 (a perf map);
-unnamed JIT code counts as a product.
+With --blas-is-own attention's per-head products count as gflow's own (a bf16 step whose other
+products all run on oneDNN: attention's are gflow's own work by the issue's account): OpenBLAS,
+and unnamed JIT code, libxsmm's kernels (oneDNN names its JIT kernels when ONEDNN_JIT_PROFILE=2, a
+perf map, as own_work.sh sets it; libxsmm's are [unknown] there); without it both count as products.
 Prints one line:  own_share S  own_ms M  product_share P  samples N  (and each class's share);
 with --top K then the K own symbols with the most samples, a line each:  own_sym MS SHARE SYM (DSO)
 (ms a step, share of the step).
@@ -32,6 +32,8 @@ def classify(sym, dso, blas_is_own):
         return 'product'
     if dso.startswith('/tmp/perf-') or dso.startswith('[JIT]'):
         if 'reorder' in sym:
+            return 'own'
+        if blas_is_own and (sym == '[unknown]' or sym.startswith('0x')):
             return 'own'
         return 'product'
     return 'own'
