@@ -162,6 +162,7 @@ GF_TEST(grad, attention_vs_naive_reference) {
     check_vs_reference(2, 70, 32, 4, 41); /* L crosses the 64-key tile; Dh = 8 */
     check_vs_reference(1, 70, 128, 2, 43); /* Dh = 64, the Transformer baseline's head size */
     check_vs_reference(1, 70, 48, 2, 45);  /* Dh = 24, not a multiple of the 16-wide register block */
+    check_vs_reference(1, 128, 256, 8, 47); /* the paper's heads (Dh = 32) and length: two full tiles */
 }
 
 GF_TEST(grad, attention_causal_and_padding_invariance) {
