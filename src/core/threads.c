@@ -1,6 +1,5 @@
 /* threads.c — OpenMP and OpenBLAS thread counts set together; monotonic clock; ETAs. */
 #include "gflow/threads.h"
-#include "core/kernel_clones.h"
 #include <cblas.h>
 #include <omp.h>
 #include <math.h>
@@ -25,9 +24,13 @@ double gf_time_now(void) {
  * k, k + LANES, ... from the span's start, and the sums are added in lane order at the end. The
  * order is the code's, not the compiler's (no reassociation), so every vector width gives the same
  * bits; one chain of additions took ~4 cycles an element (6 ms a step for the paper's 12.6M
- * gradients, Zen 5). Each square is exact in double (24-bit mantissas). */
+ * gradients, Zen 5). Each square is exact in double (24-bit mantissas). Clones as op_util.h's
+ * GF_KERNEL_CLONES (core does not include the ops' header). */
 #define GF_SUMSQ_LANES 16
-GF_KERNEL_CLONES static double sumsq_span(const float *restrict x, int64_t n) {
+#ifdef GF_KERNEL_CLONES_ON
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static double sumsq_span(const float *restrict x, int64_t n) {
     double acc[GF_SUMSQ_LANES] = {0};
     int64_t i = 0;
     for (; i + GF_SUMSQ_LANES <= n; i += GF_SUMSQ_LANES)

@@ -5,7 +5,6 @@
 #include "gflow/device.h"
 #include "gflow/ops.h"
 #include "gflow/threads.h"
-#include "core/kernel_clones.h"
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -223,6 +222,16 @@ static inline int gf_blas_int(int64_t v) {
     return (int)v;
 }
 
+/* GF_KERNEL_CLONES before a hot vector kernel (a function without OpenMP threading inside: call
+ * it from the parallel loop): in a portable build (-Dcpu=x86-64 or x86-64-v3, meson.build sets
+ * GF_KERNEL_CLONES_ON) GCC compiles it also for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA)
+ * and picks the best the CPU has at load time. A native build (-Dcpu=native) needs no clones:
+ * it is compiled for the build machine, and its code and results are what they were. */
+#ifdef GF_KERNEL_CLONES_ON
+#define GF_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GF_KERNEL_CLONES
+#endif
 
 /* Vectorisable exp and erfc for the hot elementwise loops (GELU, softmax in head_ce,
  * cross_entropy and attention). Plain C on floats with no calls and no branches, so
