@@ -14,7 +14,7 @@
  * A query row with no visible key (every key it may see is padding) outputs 0; its lse is +inf,
  * which marks it for backward: it passes no gradient to q, k or v. Masked entries are written
  * (0), never computed from S, so a masked key's k and v cannot reach another row.
- * Parallelism: forward over (b, h, query tile), backward over (b, h); each task runs its products
+ * Parallelism: forward and backward over (b, h), K (and V) transposed once a task; each task runs its products
  * single-threaded (att_blas_serial) and owns disjoint rows of y or columns of dqkv, adding in a
  * fixed order, so results are bitwise reproducible for any thread count.
  */
@@ -49,12 +49,20 @@ static att_dims att_dims_of(const gf_tensor *qkv, int64_t H, int causal) {
     return a;
 }
 
-/* The per-task products are small (BQ x L x Dh): each OpenMP thread runs its own, so OpenBLAS
- * is held to one thread meanwhile (else every call would start its pool). Returns the old count. */
+/* The per-task products are small (BQ x L x Dh): each OpenMP thread runs its own, so a pthreads
+ * OpenBLAS is held to one thread meanwhile (else every call would start its pool). Returns the old
+ * count, or 0 where nothing was changed: an OpenMP OpenBLAS runs a call made inside a parallel
+ * region on its caller's thread by itself, and its openblas_set_num_threads sets OpenMP's team
+ * size, which would have run the loops below on one thread. */
 static int att_blas_serial(void) {
+    if (openblas_get_parallel() != 1) return 0;
     int n = openblas_get_num_threads();
     openblas_set_num_threads(1);
     return n;
+}
+
+static void att_blas_restore(int n) {
+    if (n) openblas_set_num_threads(n);
 }
 
 /* C (M, N) = op(A) (M, K) · B (K, N) + beta C, row-major strided views, one thread; op(A) = A, or
@@ -82,9 +90,14 @@ static void att_gemm(int ta, int64_t M, int64_t N, int64_t K, const float *A, in
 }
 
 /* Xt (Dh, n), row stride L = the first n rows of X (row stride ld) transposed, for the products
- * that read Kᵀ or Vᵀ: 16 rows at a time, each of Xt's 16-float runs one vector (a gather), where
- * a row at a time stored each value to another line */
+ * that read Kᵀ or Vᵀ: libxsmm's transpose where built with it (about half the time of the gathers
+ * below on the paper's heads, Zen 5; docs/performance.md), else 16 rows at a time, each of Xt's
+ * 16-float runs one vector (a gather), where a row at a time stored each value to another line */
 static void att_transpose(float *restrict Xt, const float *restrict X, int64_t n, int64_t Dh, int64_t ld, int64_t L) {
+#ifdef GF_HAVE_LIBXSMM
+    /* column-major, as libxsmm sees them: X is (Dh, n) with stride ld, Xt (n, Dh) with stride L */
+    libxsmm_otrans(Xt, X, sizeof(float), gf_blas_int(Dh), gf_blas_int(n), gf_blas_int(ld), gf_blas_int(L));
+#else
     int64_t j0 = 0;
     for (; j0 + 16 <= n; j0 += 16)
         for (int64_t d = 0; d < Dh; d++) {
@@ -95,6 +108,7 @@ static void att_transpose(float *restrict Xt, const float *restrict X, int64_t n
         }
     for (int64_t j = j0; j < n; j++)
         for (int64_t d = 0; d < Dh; d++) Xt[d * L + j] = X[j * ld + d];
+#endif
 }
 
 /* what att_gemm runs: libxsmm where it has kernels for both forms of the products on this CPU (the
@@ -158,18 +172,20 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
     const int64_t B = a->B, L = a->L, H = a->H, Dh = a->Dh, ld = a->ld, D = a->D;
     const int64_t nqb = (L + GF_ATT_BQ - 1) / GF_ATT_BQ, per_thread = ATT_FWD_SCRATCH(L, Dh);
     const int nb = att_blas_serial();
-#pragma omp parallel for collapse(3) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t qb = nqb - 1; qb >= 0; qb--) { /* the longest causal tiles first */
-                float *S = scratch + per_thread * omp_get_thread_num(); // (ni, jend) scores, then exp
-                float *kb = S + GF_ATT_BQ * L, *Kt = kb + L;            // (L), (Dh, L)
+        for (int64_t h = 0; h < H; h++) {
+            float *S = scratch + per_thread * omp_get_thread_num(); // (ni, jend) scores, then exp
+            float *kb = S + GF_ATT_BQ * L, *Kt = kb + L;            // (L), (Dh, L)
+            const float *Q = qkv + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
+            /* the keys every tile sees (the last tile sees all, causal too), once for the tiles */
+            const int64_t jall = att_jend(a, (nqb - 1) * GF_ATT_BQ, L - (nqb - 1) * GF_ATT_BQ);
+            att_key_bias(kb, mask, b, L, jall);
+            att_transpose(Kt, K, jall, Dh, ld, L);
+            for (int64_t qb = nqb - 1; qb >= 0; qb--) {
                 const int64_t i0 = qb * GF_ATT_BQ, ni = L - i0 < GF_ATT_BQ ? L - i0 : GF_ATT_BQ;
                 const int64_t jend = att_jend(a, i0, ni);
-                const float *Q = qkv + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
                 float *Y = y + (b * L + i0) * D + h * Dh, *lr = lse + (b * H + h) * L + i0;
-                att_key_bias(kb, mask, b, L, jend);
-                att_transpose(Kt, K, jend, Dh, ld, L);
                 att_gemm(0, ni, jend, Dh, Q + i0 * ld, ld, Kt, L, 0.0f, S, jend);
                 float inv[GF_ATT_BQ];
                 for (int64_t r = 0; r < ni; r++) {
@@ -187,7 +203,8 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
                     if (y16) gf_bf16_row(y16 + (Y - y) + r * D, yr, Dh);
                 }
             }
-    openblas_set_num_threads(nb);
+        }
+    att_blas_restore(nb);
 }
 
 /* di[i] = Σ_d g[i, d] y[i, d] in double, d in order (each product is exact in double), for rows
@@ -269,7 +286,7 @@ static void attention_backward(gf_ctx *ctx, gf_node *n) {
                 att_gemm(0, ni, Dh, jend, dS, jend, K, ld, b0, dQ + i0 * ld, ld);
             }
         }
-    openblas_set_num_threads(nb);
+    att_blas_restore(nb);
 }
 
 gf_tensor *gf_attention(gf_ctx *ctx, gf_tensor *qkv, int64_t n_heads, int causal, const uint8_t *key_mask) {

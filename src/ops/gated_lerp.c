@@ -16,22 +16,26 @@ typedef struct gate_rows {
     uint16_t *du16; /* du's bf16 bits for concat_linear's products (gf_gemm_round_into), or NULL */
     const float *g, *u, *a, *b;
     int64_t D;
+    unsigned fresh; /* GF_SLERP_FRESH_*: du always, da and db where their buffers are fresh */
 } gate_rows;
 
-/* row r of du (stored: du starts zeroed, as the chain's u gradient) and its bits, da and db (added) */
+/* row r of du (stored as 0 + its term, the chain's u gradient added to zeros) and its bits, da
+ * and db (added, or stored as 0 + the term where fresh) */
 static void gate_row(void *arg, int64_t r) {
     const gate_rows *p = arg;
     int64_t o = r * p->D;
     gf_sigmoid_lerp_backward_piece(p->du + o, p->da ? p->da + o : NULL, p->db ? p->db + o : NULL, p->g + o,
-                                   p->u + o, p->a + o, p->b + o, p->D);
+                                   p->u + o, p->a + o, p->b + o, p->D, p->fresh);
     if (p->du16) gf_bf16_row(p->du16 + o, p->du + o, p->D);
 }
 
-/* an input's gradient to add the lerp's term to: zeroed where fresh (the chain's sigmoid_lerp
- * adds to zeros there); NULL where none is needed */
-static float *lerp_grad(gf_tensor *x, int64_t n) {
+/* an input's gradient to add the lerp's term to (NULL where none is needed); where it is fresh
+ * (uninitialised), `bit` joins *fresh, so the term is stored as 0 + the term, the bits of the
+ * chain's sigmoid_lerp adding to zeros, without zeroing the buffer first (a 4 MB memset and read a
+ * layer at the paper's size). a and b one tensor: the first call takes the flag, so b's term adds. */
+static float *lerp_grad(gf_tensor *x, unsigned bit, unsigned *fresh) {
     if (!gf_needs_grad(x)) return NULL;
-    if (gf_grad_fresh(x)) memset(x->grad, 0, (size_t)n * sizeof(float));
+    if (gf_grad_fresh(x)) *fresh |= bit;
     return x->grad;
 }
 
@@ -43,9 +47,11 @@ static void gated_lerp_backward(gf_ctx *ctx, gf_node *n) {
     gf_tensor *a = n->in[0], *b = n->in[1], *w = n->in[2], *bias = n->in[3];
     int64_t N = gf_tensor_rows(a), D = gf_tensor_cols(a);
     double t0 = gf_prof_begin(ctx);
-    float *du = gf_arena_calloc(&ctx->arena, (size_t)(N * D) * sizeof(float)); // (N, D)
+    float *du = gf_arena_floats(&ctx->arena, N * D); // (N, D), every element stored by gate_row
     uint16_t *du16 = gf_needs_grad(a) || gf_needs_grad(b) || gf_needs_grad(w) ? gf_gemm_round_into(ctx, du, N, D) : NULL;
-    gate_rows p = {du, lerp_grad(a, N * D), lerp_grad(b, N * D), du16, n->out->grad, n->saved, a->data, b->data, D};
+    unsigned fresh = GF_SLERP_FRESH_DU;
+    float *da = lerp_grad(a, GF_SLERP_FRESH_DA, &fresh), *db = lerp_grad(b, GF_SLERP_FRESH_DB, &fresh);
+    gate_rows p = {du, da, db, du16, n->out->grad, n->saved, a->data, b->data, D, fresh};
     if (gf_needs_grad(bias)) {
         if (gf_grad_fresh(bias)) memset(bias->grad, 0, (size_t)D * sizeof(float));
         gf_colsum_fill(ctx, bias->grad, du, N, D, gate_row, &p);

@@ -125,10 +125,14 @@ void gf_gelu_backward_span(float *dx, uint16_t *d16, const float *dy, const floa
 
 /* sigmoid_lerp.c's passes over n floats, shared with gated_lerp.c: y = σ(u) ⊙ a + (1 − σ(u)) ⊙ b
  * (threaded); its gradients added to du, da, db (each NULL: not needed; da and db may be one
- * buffer) by the calling thread alone (_piece, any n). */
+ * buffer, the first of them fresh at most) by the calling thread alone (_piece, any n), or stored
+ * as 0 + the term where their GF_SLERP_FRESH_* bit is set in fresh (the bits of adding to zeros). */
+#define GF_SLERP_FRESH_DU 1u
+#define GF_SLERP_FRESH_DA 2u
+#define GF_SLERP_FRESH_DB 4u
 void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t n);
 void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
-                                    const float *b, int64_t n);
+                                    const float *b, int64_t n, unsigned fresh);
 
 /* check that b broadcasts onto a: same shape, or b's shape equals a's trailing dims */
 int gf_broadcastable(const gf_tensor *a, const gf_tensor *b);

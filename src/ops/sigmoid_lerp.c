@@ -24,25 +24,27 @@ GF_KERNEL_CLONES static void sigmoid_lerp_span(float *restrict y, const float *r
  *   da += g ⊙ α ;  db += g ⊙ (1 − α) ;  du += (g ⊙ (a − b)) ⊙ α ⊙ (1 − α)
  * (the lerp's dα times the sigmoid's slope α (1 − α), in the order the two ops multiply).
  * A span's α first, then one loop per gradient (du, da, db; NULL: not needed), each adding to
- * an element in that order, so inputs that share a buffer add up (no restrict on them). */
+ * an element in that order, so inputs that share a buffer add up (no restrict on them). A
+ * gradient whose bit is set in `fresh` (GF_SLERP_FRESH_*) is stored as 0 + its term, the bits of
+ * adding it to a zeroed buffer, so its buffer need not be zeroed first (nor read). */
+#define SLERP_PASS(dst, isfresh, term)                                                                                 \
+    do {                                                                                                               \
+        if (isfresh) {                                                                                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) dst[i] = 0.0f + (term);                                \
+        } else {                                                                                                       \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) dst[i] += (term);                                      \
+        }                                                                                                              \
+    } while (0)
+
 GF_KERNEL_CLONES static void sigmoid_lerp_backward_span(float *du, float *da, float *db, const float *restrict g,
                                                         const float *restrict u, const float *restrict a,
-                                                        const float *restrict b, int64_t n) {
+                                                        const float *restrict b, int64_t n, unsigned fresh) {
     float w[SLERP_SPAN];
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) w[i] = gf_sigmoidf(u[i]);
-    if (du) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) du[i] += g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]);
-    }
-    if (da) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) da[i] += g[i] * w[i];
-    }
-    if (db) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++) db[i] += g[i] * (1.0f - w[i]);
-    }
+    if (du) SLERP_PASS(du, fresh & GF_SLERP_FRESH_DU, g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]));
+    if (da) SLERP_PASS(da, fresh & GF_SLERP_FRESH_DA, g[i] * w[i]);
+    if (db) SLERP_PASS(db, fresh & GF_SLERP_FRESH_DB, g[i] * (1.0f - w[i]));
 }
 
 void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t N) {
@@ -55,11 +57,11 @@ void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float 
 }
 
 void gf_sigmoid_lerp_backward_piece(float *du, float *da, float *db, const float *g, const float *u, const float *a,
-                                    const float *b, int64_t N) {
+                                    const float *b, int64_t N, unsigned fresh) {
     for (int64_t lo = 0; lo < N; lo += SLERP_SPAN) {
         int64_t m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
         sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL, g + lo, u + lo,
-                                   a + lo, b + lo, m);
+                                   a + lo, b + lo, m, fresh);
     }
 }
 
@@ -70,7 +72,7 @@ static void sigmoid_lerp_backward_rows(float *du, float *da, float *db, const fl
     for (int64_t s = 0; s < nb; s++) {
         int64_t lo = s * SLERP_SPAN, m = N - lo < SLERP_SPAN ? N - lo : SLERP_SPAN;
         sigmoid_lerp_backward_span(du ? du + lo : NULL, da ? da + lo : NULL, db ? db + lo : NULL, g + lo, u + lo,
-                                   a + lo, b + lo, m);
+                                   a + lo, b + lo, m, 0);
     }
 }
 

@@ -30,13 +30,40 @@ KNOWN_SCALAR = {
 VEC = re.compile(r"([^\s:]+\.c):(\d+):\d+: optimized: loop vectorized")
 
 
-def simd_loops(path):
-    """(first, last) lines of the loop after each `omp simd` pragma: GCC reports a loop with a
-    braced body at a line inside it"""
+COND = re.compile(r"^\s*#\s*(ifdef|ifndef|if|elif|else|endif)\b\s*(\w*)")
+
+
+def compiled_lines(lines, defined):
+    """per line, whether the compiler sees it: False inside an `#ifdef M` / `#ifndef M` branch (or
+    its `#else`) that the -D macros in `defined` switch off; other conditions count as on"""
+    stack, out = [], []
+    for l in lines:
+        m = COND.match(l)
+        if m and m.group(1) in ("ifdef", "ifndef"):
+            on = (m.group(2) in defined) == (m.group(1) == "ifdef")
+            stack.append([on, True])
+        elif m and m.group(1) == "if":
+            stack.append([True, False])
+        elif m and m.group(1) in ("else", "elif") and stack:
+            if stack[-1][1]:
+                stack[-1][0] = not stack[-1][0]
+            else:
+                stack[-1][0] = True
+        elif m and m.group(1) == "endif" and stack:
+            stack.pop()
+        out.append(all(on for on, _ in stack))
+    return out
+
+
+def simd_loops(path, defined=frozenset()):
+    """(first, last) lines of the loop after each `omp simd` pragma the compiler sees (the build's
+    -D macros: a loop in a branch the build leaves out, the fallback of an optional library, is
+    not compiled): GCC reports a loop with a braced body at a line inside it"""
     lines = open(path, encoding="utf-8").read().split("\n")
+    seen = compiled_lines(lines, defined)
     out = []
     for i, l in enumerate(lines):
-        if re.search(r"#\s*pragma\s+omp\s+(parallel\s+for\s+)?simd", l):
+        if seen[i] and re.search(r"#\s*pragma\s+omp\s+(parallel\s+for\s+)?simd", l):
             j = i + 1
             while j < len(lines) and "for (" not in lines[j]:
                 j += 1
@@ -82,7 +109,8 @@ def main():
             bad.append(f"{rel}: does not compile: {r.stderr[:300]}")
             continue
         done = {int(m.group(2)) for m in VEC.finditer(r.stderr)}
-        for ln, last in simd_loops(src):
+        defined = {a[2:].split("=")[0] for a in argv if a.startswith("-D")}
+        for ln, last in simd_loops(src, defined):
             if not any(ln <= d <= last for d in done) and f"{rel}:{ln}" not in KNOWN_SCALAR:
                 bad.append(f"{rel}:{ln}: an `omp simd` loop GCC did not vectorise")
     for b in bad:
