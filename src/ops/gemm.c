@@ -170,6 +170,7 @@ typedef struct mm_prim {
     size_t bq_bytes;
     dnnl_primitive_t rf;
     int64_t rf_ld;
+    dnnl_primitive_t rb; /* the reorder from B's bf16 bits in b's (stored, dense) layout into bq's, or NULL */
 } mm_prim;
 
 static struct {
@@ -265,6 +266,18 @@ static void f32_reorder(mm_prim *p, int64_t ld) {
     p->rf_ld = ld;
 }
 
+/* p->rb: the reorder from B's bf16 bits as stored (b's layout) into bq's, made at its first use */
+static void bits_reorder(mm_prim *p) {
+    const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
+    md_ref from, chosen;
+    DN_TRY(dnnl_memory_get_memory_desc(p->b, &from));
+    DN_TRY(dnnl_memory_get_memory_desc(p->bq, &chosen));
+    dnnl_primitive_desc_t rpd;
+    DN_TRY(dnnl_reorder_primitive_desc_create(&rpd, from, dn.eng, chosen, dn.eng, NULL));
+    DN_TRY(dnnl_primitive_create(&p->rb, rpd));
+    dnnl_primitive_desc_destroy(rpd);
+}
+
 static mm_prim *mm_get(int ta, int tb, int64_t M, int64_t N, int64_t K, int64_t ldc, int acc, int bias) {
     for (int i = 0; i < dn.n; i++) {
         mm_prim *p = &dn.cache[i];
@@ -348,12 +361,25 @@ static const void *pack_b_for(gf_ctx *ctx, mm_prim *p, const float *B, int64_t r
     const int64_t M = p->M, N = p->N, K = p->K; /* for DN_TRY's message */
     const void *kept = step_copy(ctx, B, rows, cols, ld, 0, p);
     if (kept) return kept;
-    if (!p->rf || p->rf_ld != ld) f32_reorder(p, ld);
+    /* B's bits in its stored layout where this step has them (the op that wrote B made them,
+     * gf_gemm_round_into, or a product kept them): reordered from those, half the bytes of B's
+     * fp32 values (a dW product's B, the layer's input). The same product: the bits are
+     * gf_bf16_of's, which the fp32 reorder's rounding is but for subnormals, which the bf16 dot
+     * products take as zeros either way (unit/gemm_bf16_blocked_b_rounds_as_gflow). */
+    const void *bits = step_copy(ctx, B, rows, cols, ld, 0, NULL);
     void *d = gf_arena_alloc(&ctx->arena, p->bq_bytes);
-    DN_TRY(dnnl_memory_set_data_handle(p->bf, (void *)B));
     DN_TRY(dnnl_memory_set_data_handle(p->bq, d));
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->bf}, {DNNL_ARG_TO, p->bq}};
-    DN_TRY(dnnl_primitive_execute(p->rf, dn.strm, 2, args));
+    if (bits) {
+        if (!p->rb) bits_reorder(p);
+        DN_TRY(dnnl_memory_set_data_handle(p->b, (void *)bits));
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->b}, {DNNL_ARG_TO, p->bq}};
+        DN_TRY(dnnl_primitive_execute(p->rb, dn.strm, 2, args));
+    } else {
+        if (!p->rf || p->rf_ld != ld) f32_reorder(p, ld);
+        DN_TRY(dnnl_memory_set_data_handle(p->bf, (void *)B));
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->bf}, {DNNL_ARG_TO, p->bq}};
+        DN_TRY(dnnl_primitive_execute(p->rf, dn.strm, 2, args));
+    }
     DN_TRY(dnnl_stream_wait(dn.strm));
     step_keep(ctx, (struct gf_bf16_pack){B, rows, cols, ld, 0, p, d});
     return d;

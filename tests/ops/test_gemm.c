@@ -458,6 +458,49 @@ GF_TEST(unit, gemm_round_into_is_the_step_copy) {
     gc_leaf_free(X), gc_leaf_free(W), gc_leaf_free(G);
 }
 
+/* ... and as B, in either orientation, also where oneDNN reads B in a layout of its own (no AMX):
+ * the reorder into that layout starts from the bits the op wrote, not from X's fp32 values (half
+ * the bytes; gemm.c, pack_b_for). Given X's bits, each product is the one gf_gemm makes rounding X
+ * itself (bitwise); given zeros, each is 0. */
+static void round_into_b_products(gf_ctx *ctx, const float *X, const float *Ha, const float *Hb, float *y1,
+                                  float *y2) {
+    enum { M = 37, K = 24, P = 11 };
+    gf_gemm(ctx, 0, 0, P, K, M, Ha, M, X, K, 0.0f, y1, K); /* Ha X (P, K) */
+    gf_gemm(ctx, 0, 1, P, M, K, Hb, K, X, K, 0.0f, y2, M); /* Hb Xᵀ (P, M) */
+}
+
+GF_TEST(unit, gemm_round_into_is_b_too) {
+    enum { M = 37, K = 24, P = 11 };
+    int64_t sx[2] = {M, K}, sa[2] = {P, M}, sb[2] = {P, K};
+    gf_tensor *X = gc_leaf(2, sx, 74, 1.0f), *Ha = gc_leaf(2, sa, 75, 1.0f), *Hb = gc_leaf(2, sb, 76, 1.0f);
+    static float r1[P * K], r2[P * M], y1[P * K], y2[P * M];
+    gf_ctx ctx;
+    gf_ctx_init(&ctx, 0, NULL);
+    ctx.precision = GF_PREC_BF16;
+    round_into_b_products(&ctx, X->data, Ha->data, Hb->data, r1, r2);
+    gf_ctx_reset(&ctx);
+    uint16_t *d = gf_gemm_round_into(&ctx, X->data, M, K);
+    if (!gf_gemm_bf16_dnnl(K, K)) {
+        GF_CHECK(!d, "OpenBLAS's path (%s): a copy", gf_gemm_bf16_path());
+    } else {
+        GF_REQUIRE(d, "oneDNN's path: no copy");
+        for (int i = 0; i < M * K; i++) d[i] = gf_bf16_of(X->data[i]);
+        round_into_b_products(&ctx, X->data, Ha->data, Hb->data, y1, y2);
+        GF_CHECK(!memcmp(y1, r1, sizeof r1) && !memcmp(y2, r2, sizeof r2), "X's bits given: not gf_gemm's products");
+        gf_ctx_reset(&ctx);
+        d = gf_gemm_round_into(&ctx, X->data, M, K);
+        GF_REQUIRE(d, "oneDNN's path: no copy after a reset");
+        memset(d, 0, (size_t)(M * K) * sizeof(uint16_t));
+        round_into_b_products(&ctx, X->data, Ha->data, Hb->data, y1, y2);
+        int zero = 1;
+        for (int i = 0; i < P * K; i++) zero &= y1[i] == 0.0f;
+        for (int i = 0; i < P * M; i++) zero &= y2[i] == 0.0f;
+        GF_CHECK(zero, "zeros given: a product read B's fp32 values (%s)", gf_gemm_bf16_path());
+    }
+    gf_ctx_free(&ctx);
+    gc_leaf_free(X), gc_leaf_free(Ha), gc_leaf_free(Hb);
+}
+
 /* gf_gemm_bf16_dnnl, which head_ce asks for the operand form, names the path gf_gemm_bf16_path
  * reports (an (M, 1) output of row stride > 1 goes to OpenBLAS under oneDNN 3, the product's rule) */
 GF_TEST(unit, gemm_bf16_dnnl_is_the_reported_path) {
