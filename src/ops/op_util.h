@@ -178,7 +178,7 @@ void gf_gemm_dw_hold_x(gf_ctx *ctx, int64_t N, int64_t OUT, int64_t IN, const fl
  * buffer (rows, cols) for X's bf16 bits, gf_bf16_of of each value, which the op fills in the pass
  * that writes X (before any product reads X), and which the step's products then take as their A
  * (either orientation) and as a B, in its stored layout or reordered from these bits into
- * oneDNN's, instead of rounding X again (unit/gemm_round_into_is_b_too). NULL
+ * oneDNN's, instead of rounding X again (unit/gemm_round_into_is_the_step_copy). NULL
  * where the products would not take it (fp32, OpenBLAS's path) or the step's copies are full: the
  * op writes X alone. X must not change until ctx is reset. */
 uint16_t *gf_gemm_round_into(gf_ctx *ctx, const float *X, int64_t rows, int64_t cols);

@@ -399,25 +399,34 @@ GF_TEST(unit, gemm_dw_is_the_weight_gradient) {
 }
 
 /* gf_gemm_round_into: on oneDNN's path the buffer it gives is what the step's products read for X
- * as their A, in either orientation: filled with X's bits, each product is the one gf_gemm makes
- * rounding X itself (bitwise); filled with zeros, each is 0. In fp32 and on OpenBLAS's path there is
- * none (NULL). */
-static void round_into_products(gf_ctx *ctx, const float *X, const float *W, const float *G, float *y1, float *y2) {
-    enum { M = 37, K = 24, N = 19 };
-    gf_gemm(ctx, 0, 1, M, N, K, X, K, W, K, 0.0f, y1, N); /* X Wᵀ (M, N) */
-    gf_gemm(ctx, 1, 0, K, N, M, X, K, G, N, 0.0f, y2, N); /* Xᵀ G (K, N) */
+ * as their A, in either orientation, and as their B, in either orientation, also where oneDNN
+ * reads B in a layout of its own (no AMX: the reorder into it starts from these bits, not from X's
+ * fp32 values, half the bytes; gemm.c, pack_b_for): filled with X's bits, each product is the one
+ * gf_gemm makes rounding X itself (bitwise); filled with zeros, each is 0. In fp32 and on OpenBLAS's
+ * path there is none (NULL). */
+enum { RI_M = 37, RI_K = 24, RI_N = 19, RI_P = 11 };
+static const int64_t ri_n[4] = {RI_M * RI_N, RI_K * RI_N, RI_P * RI_K, RI_P * RI_M};
+static void round_into_products(gf_ctx *ctx, const float *X, const float *W, const float *G, const float *Ha,
+                                const float *Hb, float *const *y) {
+    enum { M = RI_M, K = RI_K, N = RI_N, P = RI_P };
+    gf_gemm(ctx, 0, 1, M, N, K, X, K, W, K, 0.0f, y[0], N); /* X Wᵀ (M, N) */
+    gf_gemm(ctx, 1, 0, K, N, M, X, K, G, N, 0.0f, y[1], N); /* Xᵀ G (K, N) */
+    gf_gemm(ctx, 0, 0, P, K, M, Ha, M, X, K, 0.0f, y[2], K); /* Ha X (P, K) */
+    gf_gemm(ctx, 0, 1, P, M, K, Hb, K, X, K, 0.0f, y[3], M); /* Hb Xᵀ (P, M) */
 }
 
 GF_TEST(unit, gemm_round_into_is_the_step_copy) {
-    enum { M = 37, K = 24, N = 19 };
-    int64_t sx[2] = {M, K}, sw[2] = {N, K}, sg[2] = {M, N};
+    enum { M = RI_M, K = RI_K, N = RI_N, P = RI_P };
+    int64_t sx[2] = {M, K}, sw[2] = {N, K}, sg[2] = {M, N}, sa[2] = {P, M}, sb[2] = {P, K};
     gf_tensor *X = gc_leaf(2, sx, 71, 1.0f), *W = gc_leaf(2, sw, 72, 1.0f), *G = gc_leaf(2, sg, 73, 1.0f);
-    static float r1[M * N], r2[K * N], y1[M * N], y2[K * N];
+    gf_tensor *Ha = gc_leaf(2, sa, 74, 1.0f), *Hb = gc_leaf(2, sb, 75, 1.0f);
+    static float r[4][M * N], y[4][M * N]; /* each product's (at most M N floats) */
+    float *const rp[4] = {r[0], r[1], r[2], r[3]}, *const yp[4] = {y[0], y[1], y[2], y[3]};
     gf_ctx ctx;
     gf_ctx_init(&ctx, 0, NULL);
     GF_CHECK(!gf_gemm_round_into(&ctx, X->data, M, K), "fp32: a copy");
     ctx.precision = GF_PREC_BF16;
-    round_into_products(&ctx, X->data, W->data, G->data, r1, r2);
+    round_into_products(&ctx, X->data, W->data, G->data, Ha->data, Hb->data, rp);
     gf_ctx_reset(&ctx);
     uint16_t *d = gf_gemm_round_into(&ctx, X->data, M, K);
     if (!gf_gemm_bf16_dnnl(K, K)) {
@@ -425,14 +434,22 @@ GF_TEST(unit, gemm_round_into_is_the_step_copy) {
     } else {
         GF_REQUIRE(d, "oneDNN's path: no copy");
         for (int i = 0; i < M * K; i++) d[i] = gf_bf16_of(X->data[i]);
-        round_into_products(&ctx, X->data, W->data, G->data, y1, y2);
-        GF_CHECK(!memcmp(y1, r1, sizeof r1) && !memcmp(y2, r2, sizeof r2), "X's bits given: not gf_gemm's products");
+        round_into_products(&ctx, X->data, W->data, G->data, Ha->data, Hb->data, yp);
+        for (int k = 0; k < 4; k++)
+            GF_CHECK(!memcmp(y[k], r[k], (size_t)ri_n[k] * sizeof(float)), "X's bits given: product %d not gf_gemm's",
+                     k);
+        /* a new step (B's reordered copies are kept for the step), X's copy zeros */
+        gf_ctx_reset(&ctx);
+        d = gf_gemm_round_into(&ctx, X->data, M, K);
+        GF_REQUIRE(d, "oneDNN's path: no copy after a reset");
         memset(d, 0, (size_t)(M * K) * sizeof(uint16_t));
-        round_into_products(&ctx, X->data, W->data, G->data, y1, y2);
-        int zero = 1;
-        for (int i = 0; i < M * N; i++) zero &= y1[i] == 0.0f;
-        for (int i = 0; i < K * N; i++) zero &= y2[i] == 0.0f;
-        GF_CHECK(zero, "zeros given: a product rounded X itself");
+        round_into_products(&ctx, X->data, W->data, G->data, Ha->data, Hb->data, yp);
+        for (int k = 0; k < 4; k++) {
+            int zero = 1;
+            for (int64_t i = 0; i < ri_n[k]; i++) zero &= y[k][i] == 0.0f;
+            GF_CHECK(zero, "zeros given: product %d (X as %s) rounded X's fp32 values itself (%s)", k, k < 2 ? "A" : "B",
+                     gf_gemm_bf16_path());
+        }
         /* a range of X's rows as A (the head's chunks of h) takes those rows of the copy */
         enum { R0 = 5, RM = 20 };
         static float s1[RM * N], s2[RM * N];
@@ -446,7 +463,7 @@ GF_TEST(unit, gemm_round_into_is_the_step_copy) {
         GF_CHECK(!memcmp(s1, s2, sizeof s1), "rows %d..%d given X's bits: not gf_gemm's product of them", R0, R0 + RM - 1);
         memset(d + R0 * K, 0, (size_t)(RM * K) * sizeof(uint16_t));
         gf_gemm(&ctx, 0, 1, RM, N, K, X->data + R0 * K, K, W->data, K, 0.0f, s2, N);
-        zero = 1;
+        int zero = 1;
         for (int i = 0; i < RM * N; i++) zero &= s2[i] == 0.0f;
         GF_CHECK(zero, "rows %d..%d zeroed in the copy: the product rounded them itself", R0, R0 + RM - 1);
     }
@@ -455,50 +472,7 @@ GF_TEST(unit, gemm_round_into_is_the_step_copy) {
     GF_CHECK(!gf_gemm_round_into(&ctx, X->data, M, K), "GF_GEMM_BF16=blas: a copy");
     unsetenv("GF_GEMM_BF16");
     gf_ctx_free(&ctx);
-    gc_leaf_free(X), gc_leaf_free(W), gc_leaf_free(G);
-}
-
-/* ... and as B, in either orientation, also where oneDNN reads B in a layout of its own (no AMX):
- * the reorder into that layout starts from the bits the op wrote, not from X's fp32 values (half
- * the bytes; gemm.c, pack_b_for). Given X's bits, each product is the one gf_gemm makes rounding X
- * itself (bitwise); given zeros, each is 0. */
-static void round_into_b_products(gf_ctx *ctx, const float *X, const float *Ha, const float *Hb, float *y1,
-                                  float *y2) {
-    enum { M = 37, K = 24, P = 11 };
-    gf_gemm(ctx, 0, 0, P, K, M, Ha, M, X, K, 0.0f, y1, K); /* Ha X (P, K) */
-    gf_gemm(ctx, 0, 1, P, M, K, Hb, K, X, K, 0.0f, y2, M); /* Hb Xᵀ (P, M) */
-}
-
-GF_TEST(unit, gemm_round_into_is_b_too) {
-    enum { M = 37, K = 24, P = 11 };
-    int64_t sx[2] = {M, K}, sa[2] = {P, M}, sb[2] = {P, K};
-    gf_tensor *X = gc_leaf(2, sx, 74, 1.0f), *Ha = gc_leaf(2, sa, 75, 1.0f), *Hb = gc_leaf(2, sb, 76, 1.0f);
-    static float r1[P * K], r2[P * M], y1[P * K], y2[P * M];
-    gf_ctx ctx;
-    gf_ctx_init(&ctx, 0, NULL);
-    ctx.precision = GF_PREC_BF16;
-    round_into_b_products(&ctx, X->data, Ha->data, Hb->data, r1, r2);
-    gf_ctx_reset(&ctx);
-    uint16_t *d = gf_gemm_round_into(&ctx, X->data, M, K);
-    if (!gf_gemm_bf16_dnnl(K, K)) {
-        GF_CHECK(!d, "OpenBLAS's path (%s): a copy", gf_gemm_bf16_path());
-    } else {
-        GF_REQUIRE(d, "oneDNN's path: no copy");
-        for (int i = 0; i < M * K; i++) d[i] = gf_bf16_of(X->data[i]);
-        round_into_b_products(&ctx, X->data, Ha->data, Hb->data, y1, y2);
-        GF_CHECK(!memcmp(y1, r1, sizeof r1) && !memcmp(y2, r2, sizeof r2), "X's bits given: not gf_gemm's products");
-        gf_ctx_reset(&ctx);
-        d = gf_gemm_round_into(&ctx, X->data, M, K);
-        GF_REQUIRE(d, "oneDNN's path: no copy after a reset");
-        memset(d, 0, (size_t)(M * K) * sizeof(uint16_t));
-        round_into_b_products(&ctx, X->data, Ha->data, Hb->data, y1, y2);
-        int zero = 1;
-        for (int i = 0; i < P * K; i++) zero &= y1[i] == 0.0f;
-        for (int i = 0; i < P * M; i++) zero &= y2[i] == 0.0f;
-        GF_CHECK(zero, "zeros given: a product read B's fp32 values (%s)", gf_gemm_bf16_path());
-    }
-    gf_ctx_free(&ctx);
-    gc_leaf_free(X), gc_leaf_free(Ha), gc_leaf_free(Hb);
+    gc_leaf_free(X), gc_leaf_free(W), gc_leaf_free(G), gc_leaf_free(Ha), gc_leaf_free(Hb);
 }
 
 /* gf_gemm_bf16_dnnl, which head_ce asks for the operand form, names the path gf_gemm_bf16_path
