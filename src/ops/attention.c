@@ -178,10 +178,9 @@ static void att_forward(const att_dims *a, const float *qkv, const uint8_t *mask
             float *S = scratch + per_thread * omp_get_thread_num(); // (ni, jend) scores, then exp
             float *kb = S + GF_ATT_BQ * L, *Kt = kb + L;            // (L), (Dh, L)
             const float *Q = qkv + b * L * ld + h * Dh, *K = Q + D, *V = Q + 2 * D;
-            /* the keys every tile sees (the last tile sees all, causal too), once for the tiles */
-            const int64_t jall = att_jend(a, (nqb - 1) * GF_ATT_BQ, L - (nqb - 1) * GF_ATT_BQ);
-            att_key_bias(kb, mask, b, L, jall);
-            att_transpose(Kt, K, jall, Dh, ld, L);
+            /* every key, once for all the tiles (the last tile sees every key, causal too) */
+            att_key_bias(kb, mask, b, L, L);
+            att_transpose(Kt, K, L, Dh, ld, L);
             for (int64_t qb = nqb - 1; qb >= 0; qb--) {
                 const int64_t i0 = qb * GF_ATT_BQ, ni = L - i0 < GF_ATT_BQ ? L - i0 : GF_ATT_BQ;
                 const int64_t jend = att_jend(a, i0, ni);

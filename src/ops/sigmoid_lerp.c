@@ -27,24 +27,33 @@ GF_KERNEL_CLONES static void sigmoid_lerp_span(float *restrict y, const float *r
  * an element in that order, so inputs that share a buffer add up (no restrict on them). A
  * gradient whose bit is set in `fresh` (GF_SLERP_FRESH_*) is stored as 0 + its term, the bits of
  * adding it to a zeroed buffer, so its buffer need not be zeroed first (nor read). */
-#define SLERP_PASS(dst, isfresh, term)                                                                                 \
-    do {                                                                                                               \
-        if (isfresh) {                                                                                                 \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) dst[i] = 0.0f + (term);                                \
-        } else {                                                                                                       \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) dst[i] += (term);                                      \
-        }                                                                                                              \
-    } while (0)
-
 GF_KERNEL_CLONES static void sigmoid_lerp_backward_span(float *du, float *da, float *db, const float *restrict g,
                                                         const float *restrict u, const float *restrict a,
                                                         const float *restrict b, int64_t n, unsigned fresh) {
     float w[SLERP_SPAN];
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) w[i] = gf_sigmoidf(u[i]);
-    if (du) SLERP_PASS(du, fresh & GF_SLERP_FRESH_DU, g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]));
-    if (da) SLERP_PASS(da, fresh & GF_SLERP_FRESH_DA, g[i] * w[i]);
-    if (db) SLERP_PASS(db, fresh & GF_SLERP_FRESH_DB, g[i] * (1.0f - w[i]));
+    if (du && (fresh & GF_SLERP_FRESH_DU)) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) du[i] = 0.0f + g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]);
+    } else if (du) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) du[i] += g[i] * (a[i] - b[i]) * w[i] * (1.0f - w[i]);
+    }
+    if (da && (fresh & GF_SLERP_FRESH_DA)) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) da[i] = 0.0f + g[i] * w[i];
+    } else if (da) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) da[i] += g[i] * w[i];
+    }
+    if (db && (fresh & GF_SLERP_FRESH_DB)) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) db[i] = 0.0f + g[i] * (1.0f - w[i]);
+    } else if (db) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) db[i] += g[i] * (1.0f - w[i]);
+    }
 }
 
 void gf_sigmoid_lerp_rows(float *y, const float *u, const float *a, const float *b, int64_t N) {
